@@ -1,0 +1,252 @@
+"""The command line: a thin click shell over the library (ingest → engine → report).
+
+Exit codes: 0 done (and no finding at or above --fail-on), 1 findings at or above --fail-on,
+2 bad input or usage (one line on stderr, no traceback), 3 internal error (a bug: details are
+written to a file whose path is printed).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import click
+
+from nsight_advisor import __version__
+from nsight_advisor.errors import NsightAdvisorError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+_EXIT_CODES_HELP = (
+    "\b\nExit codes:\n  0  done (no finding at or above --fail-on)\n  1  findings at or above --fail-on\n"
+    "  2  bad input or usage (one line on stderr)\n  3  internal error (please report it; details are written to a file)"
+)
+
+
+class _Group(click.Group):
+    """A click group that turns errors into exit codes instead of tracebacks."""
+
+    def main(self, *args, **kwargs):  # noqa: D102 - click API
+        kwargs.setdefault("standalone_mode", False)
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("nsight-advisor: aborted", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except click.UsageError as exc:
+            click.echo(f"nsight-advisor: {exc.format_message()}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except click.ClickException as exc:
+            click.echo(f"nsight-advisor: {exc.format_message()}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except NsightAdvisorError as exc:
+            click.echo(f"nsight-advisor: {_one_line(str(exc))}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            click.echo("nsight-advisor: interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            sys.exit(EXIT_OK)
+        except Exception as exc:  # a bug: keep the details, show one line
+            details = _write_crash_report(exc)
+            click.echo(
+                f"nsight-advisor: internal error ({type(exc).__name__}: {_one_line(str(exc))}); "
+                f"please report it with the details in {details}",
+                err=True,
+            )
+            sys.exit(EXIT_INTERNAL)
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    line = lines[0] if lines else "error"
+    return line if len(line) <= 500 else line[:497] + "..."
+
+
+def _write_crash_report(exc: BaseException) -> str:
+    fd, path = tempfile.mkstemp(prefix="nsight-advisor-crash-", suffix=".txt")
+    with open(fd, "w", encoding="utf-8") as fh:
+        fh.write(f"nsight-advisor {__version__}\nargv: {sys.argv!r}\n\n")
+        fh.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    return path
+
+
+@click.group(cls=_Group, epilog=_EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nsight-advisor")
+def main() -> None:
+    """Explain what slows a GPU program down, from Nsight Systems and Nsight Compute captures.
+
+    \b
+    Examples:
+      nsight-advisor analyze report.sqlite -o report.html
+      nsight-advisor analyze report.sqlite --format json --fail-on warning
+      nsight-advisor info profile.ncu-rep
+      nsight-advisor query report.sqlite "select name, count(*) from kernels group by 1"
+    """
+
+
+def _progress_enabled(quiet: bool) -> bool:
+    return not quiet and sys.stderr.isatty()
+
+
+@main.command(epilog=_EXIT_CODES_HELP)
+@click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report here (default: stdout).")
+@click.option("--format", "fmt", type=click.Choice(["html", "json", "md", "sarif"]), default=None,
+              help="Report format (default: from the -o suffix, else html).")
+@click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default=None,
+              help="Exit 1 when a finding reaches this severity.")
+@click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
+              help="Extra folder of rule folders (repeatable).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="nsight-advisor.toml (default: ./nsight-advisor.toml or [tool.nsight-advisor] in ./pyproject.toml).")
+@click.option("--set", "overrides", multiple=True, metavar="RULE.PARAM=VALUE", help="Override a rule parameter.")
+@click.option("--select", "select", multiple=True, help="Run only these rules (id or name; repeatable).")
+@click.option("--ignore", "ignore", multiple=True, help="Do not run these rules (id or name; repeatable).")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), help="Trace store to use (default: cache).")
+@click.option("--no-cache", is_flag=True, help="Ingest afresh even when a cached store exists.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, select, ignore, store_path,
+            no_cache, quiet):
+    """Analyze captures and write a report of ranked findings.
+
+    \b
+    Examples:
+      nsight-advisor analyze report.sqlite -o report.html
+      nsight-advisor analyze rank0.sqlite rank1.sqlite --format md -o advice.md
+      nsight-advisor analyze profile.ncu-rep --format sarif -o advice.sarif --fail-on error
+      nsight-advisor analyze report.sqlite --set small-grid.min_blocks_per_sm=2 --ignore NA105
+    """
+    from nsight_advisor import workflow
+
+    fmt = fmt or workflow.format_from_suffix(output)
+    result = workflow.analyze(
+        captures,
+        rules_dirs=rules_dirs,
+        config_path=config_path,
+        overrides=overrides,
+        select=select,
+        ignore=ignore,
+        store_path=store_path,
+        use_cache=not no_cache,
+        progress=_progress_enabled(quiet),
+    )
+    workflow.write_report(result, fmt, output)
+    if fail_on is not None and workflow.reaches(result, fail_on):
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+@main.command()
+@click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--store", "store_path", required=True, type=click.Path(path_type=Path),
+              help="DuckDB store to create or add to.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def ingest(captures, store_path, quiet):
+    """Ingest captures into a DuckDB trace store (created or extended atomically).
+
+    \b
+    Example:
+      nsight-advisor ingest rank0.sqlite rank1.sqlite --store run.duckdb
+    """
+    from nsight_advisor import workflow
+
+    ids = workflow.ingest_to_store(captures, store_path, progress=_progress_enabled(quiet))
+    click.echo(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")
+
+
+@main.command()
+@click.argument("capture", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def info(capture, fmt):
+    """Describe a capture: tool and version, GPUs, duration, rows per table, what is missing.
+
+    \b
+    Example:
+      nsight-advisor info report.sqlite
+    """
+    from nsight_advisor import workflow
+
+    click.echo(workflow.info(capture, fmt))
+
+
+@main.command()
+@click.argument("source", type=click.Path(path_type=Path))
+@click.argument("sql")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+def query(source, sql, fmt):
+    """Run read-only SQL over a store or a capture (ingested on the fly).
+
+    \b
+    Example:
+      nsight-advisor query report.sqlite "select name, sum(duration_ns) from kernels group by 1 order by 2 desc"
+    """
+    from nsight_advisor import workflow
+
+    click.echo(workflow.query(source, sql, fmt), nl=False)
+
+
+@main.group()
+def rules() -> None:
+    """List, show, scaffold, test and lint rules."""
+
+
+@rules.command("list")
+@click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(path_type=Path))
+def rules_list(rules_dirs):
+    """One line per rule: id, name, category, status."""
+    from nsight_advisor.engine import authoring
+
+    click.echo(authoring.list_rules(rules_dirs))
+
+
+@rules.command("show")
+@click.argument("rule")
+@click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(path_type=Path))
+def rules_show(rule, rules_dirs):
+    """Docs, parameters (defaults, units) and cited principles of one rule."""
+    from nsight_advisor.engine import authoring
+
+    click.echo(authoring.show_rule(rule, rules_dirs))
+
+
+@rules.command("new")
+@click.argument("name")
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("."),
+              help="Folder to create the rule folder in.")
+def rules_new(name, directory):
+    """Scaffold a rule folder that passes lint and whose example case passes."""
+    from nsight_advisor.engine import authoring
+
+    click.echo(authoring.new_rule(name, directory))
+
+
+@rules.command("test")
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+def rules_test(directory):
+    """Run every rule's cases.toml (built-in rules when no folder is given)."""
+    from nsight_advisor.engine import authoring
+
+    text, ok = authoring.test_rules(directory)
+    click.echo(text)
+    return EXIT_OK if ok else EXIT_FINDINGS
+
+
+@rules.command("lint")
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+def rules_lint(directory):
+    """Check rule folders: ids, params, SQL against the schema, evidence columns, docs, cases."""
+    from nsight_advisor.engine import authoring
+
+    text, ok = authoring.lint_rules(directory)
+    click.echo(text)
+    return EXIT_OK if ok else EXIT_FINDINGS
+
+
+if __name__ == "__main__":
+    main()

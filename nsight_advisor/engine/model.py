@@ -1,0 +1,96 @@
+"""What the rule engine produces and the reports consume: findings, outcomes, one analysis result.
+
+``AnalysisResult.to_dict()`` is the JSON contract of ``analyze --format json`` (DESIGN.md): reports,
+CI and bots read exactly this shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("info", "warning", "error")
+OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
+
+
+def severity_rank(severity: str) -> int:
+    """0 for info, 1 for warning, 2 for error."""
+    return SEVERITIES.index(severity)
+
+
+@dataclass
+class PrincipleRef:
+    """A guide principle a finding cites (from the guide catalog)."""
+
+    id: str
+    title: str
+    url: str
+
+
+@dataclass
+class Finding:
+    """One problem found in one capture, with its evidence, cost and fix."""
+
+    rule_id: str
+    rule_name: str
+    severity: str
+    title: str
+    message: str
+    capture_id: int
+    impact_ns: int
+    impact_pct: float
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence_columns: list[str] = field(default_factory=list)
+    evidence_total_rows: int = 0
+    principles: list[PrincipleRef] = field(default_factory=list)
+    fix: str = ""
+    category: str = ""
+    observed: Any = None
+    threshold: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Outcome:
+    """What happened to one rule on one analysis: findings, clean, skipped or errored."""
+
+    rule_id: str
+    rule_name: str
+    status: str
+    reason: str = ""
+    capture_option: str = ""
+    findings: int = 0
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class AnalysisResult:
+    """Everything one ``analyze`` produced; ``to_dict`` is the JSON contract."""
+
+    tool: dict[str, Any]
+    captures: list[dict[str, Any]]
+    findings: list[Finding]
+    outcomes: list[Outcome]
+    # Facts for the report header and charts (GPU busy %, top kernels, categories); filled by the engine
+    # from the store so that templates do no analysis.
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "captures": self.captures,
+            "findings": [f.to_dict() for f in self.findings],
+            "outcomes": [o.to_dict() for o in self.outcomes],
+            "summary": self.summary,
+        }
+
+    def max_severity(self) -> str | None:
+        """The highest severity among the findings, or None when there are none."""
+        if not self.findings:
+            return None
+        return max((f.severity for f in self.findings), key=severity_rank)

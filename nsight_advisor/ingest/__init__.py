@@ -1,0 +1,47 @@
+"""Ingest: read every supported capture format into the normalized store, and nothing about rules.
+
+``ingest_captures`` sniffs each file's format (``detect``) and hands it to the reader for that format.
+A reader fills the normalized tables for one capture id, records what the capture lacks in
+``capture_missing`` (with the profiler option that would have recorded it), and raises
+:class:`~nsight_advisor.errors.InputError` with one precise line when the file cannot be read.
+Readers open inputs read-only and never modify them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import duckdb
+
+from nsight_advisor.ingest.detect import detect_format
+
+
+def ingest_captures(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,
+                    progress: bool = False) -> None:
+    """Ingest each ``(capture_id, path)`` into the store behind ``con``."""
+    for capture_id, path in items:
+        ingest_capture(con, capture_id, Path(path), progress=progress)
+
+
+def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False) -> None:
+    """Ingest one capture file as ``capture_id``."""
+    fmt = detect_format(path)
+    if fmt == "nsys-sqlite":
+        from nsight_advisor.ingest.nsys_sqlite import ingest_nsys_sqlite
+
+        ingest_nsys_sqlite(con, capture_id, path, progress=progress)
+    elif fmt == "nsys-rep":
+        from nsight_advisor.ingest.nsys_raw import ingest_nsys_report
+
+        ingest_nsys_report(con, capture_id, path, progress=progress)
+    elif fmt == "ncu-rep":
+        from nsight_advisor.ingest.ncu_rep import ingest_ncu_report
+
+        ingest_ncu_report(con, capture_id, path, progress=progress)
+    elif fmt == "ncu-csv":
+        from nsight_advisor.ingest.ncu_csv import ingest_ncu_csv
+
+        ingest_ncu_csv(con, capture_id, path, progress=progress)
+    else:  # detect_format raises for anything else; this guards new formats added there only
+        raise AssertionError(f"no reader for format {fmt!r}")

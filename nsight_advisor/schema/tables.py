@@ -1,0 +1,332 @@
+"""Table definitions of the normalized trace store.
+
+Conventions (they hold for every table):
+
+* Times are integer nanoseconds on the capture's own timeline (``*_ns``); sizes are bytes (``*_bytes``);
+  rates are per second (``*_per_s``); percentages are 0..100 (``*_pct``).
+* Every row carries ``capture_id``; one store can hold many captures.
+* Strings are resolved (no string ids) and enum codes are labelled (lowercase words, see each column).
+* A column the export did not record is NULL, never a made-up default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name (unit in the suffix), DuckDB type and meaning."""
+
+    name: str
+    type: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the store, with a docstring and its columns."""
+
+    name: str
+    doc: str
+    columns: tuple[Column, ...] = field(default_factory=tuple)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _cols(*specs: tuple[str, str, str]) -> tuple[Column, ...]:
+    return tuple(Column(*spec) for spec in specs)
+
+
+_CAPTURE_ID = ("capture_id", "INTEGER", "Capture this row belongs to (captures.capture_id).")
+_DEVICE_ID = ("device_id", "INTEGER", "GPU the work ran on (gpus.device_id); the export's deviceId.")
+_TIMES = (
+    ("start_ns", "BIGINT", "Start, ns on the capture's timeline."),
+    ("end_ns", "BIGINT", "End, ns on the capture's timeline."),
+    ("duration_ns", "BIGINT", "end_ns - start_ns, ns."),
+)
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "captures",
+        "One row per ingested capture file.",
+        _cols(
+            _CAPTURE_ID,
+            ("source_path", "VARCHAR", "Absolute path of the capture as given to ingest."),
+            ("source_name", "VARCHAR", "File name of the capture, without folders."),
+            ("source_size_bytes", "BIGINT", "Size of the capture file, bytes."),
+            ("source_mtime_ns", "BIGINT", "Modification time of the capture file, ns since the Unix epoch."),
+            ("format", "VARCHAR", "Input format: nsys-sqlite, ncu-rep, ncu-csv."),
+            ("tool", "VARCHAR", "Profiler that produced it: nsys or ncu."),
+            ("tool_version", "VARCHAR", "Profiler version as recorded in the export, or 'unknown'."),
+            ("export_schema_version", "VARCHAR", "The export's own schema version (nsys EXPORT_SCHEMA_VERSION), or NULL."),
+            ("start_ns", "BIGINT", "Earliest recorded event, ns on the capture's timeline."),
+            ("end_ns", "BIGINT", "Latest recorded event end, ns on the capture's timeline."),
+            ("duration_ns", "BIGINT", "Wall time covered by the capture's events (end_ns - start_ns), ns."),
+            ("ingested_at", "TIMESTAMP", "When nsight-advisor ingested it (UTC)."),
+        ),
+    ),
+    Table(
+        "capture_missing",
+        "What a capture does not contain, and which profiler option would have recorded it.",
+        _cols(
+            _CAPTURE_ID,
+            ("data", "VARCHAR", "Normalized table or data kind that is empty because the capture lacks it (e.g. kernels)."),
+            ("reason", "VARCHAR", "Why it is missing, in words (e.g. 'no CUPTI_ACTIVITY_KIND_KERNEL table')."),
+            ("capture_option", "VARCHAR", "The profiler option that records it (e.g. 'nsys profile --trace=cuda')."),
+        ),
+    ),
+    Table(
+        "ingest_notes",
+        "Rows an ingest dropped or repaired, and why (e.g. end < start). Reports show these.",
+        _cols(
+            _CAPTURE_ID,
+            ("data", "VARCHAR", "Normalized table the note is about."),
+            ("rows", "BIGINT", "How many rows the note covers."),
+            ("note", "VARCHAR", "What was done and why."),
+        ),
+    ),
+    Table(
+        "gpus",
+        "One row per GPU a capture describes. Peak numbers come from a built-in table keyed by GPU name.",
+        _cols(
+            _CAPTURE_ID,
+            _DEVICE_ID,
+            ("name", "VARCHAR", "Marketing name, e.g. 'NVIDIA A100-SXM4-40GB'."),
+            ("chip_name", "VARCHAR", "Chip, e.g. GA100, when recorded."),
+            ("sm_count", "INTEGER", "Streaming multiprocessors."),
+            ("compute_capability", "VARCHAR", "Compute capability as 'major.minor', e.g. '8.0'."),
+            ("cc_major", "INTEGER", "Compute capability major version."),
+            ("cc_minor", "INTEGER", "Compute capability minor version."),
+            ("total_memory_bytes", "BIGINT", "Device memory, bytes."),
+            ("l2_cache_bytes", "BIGINT", "L2 cache size, bytes."),
+            ("clock_rate_hz", "BIGINT", "SM clock rate as recorded, Hz."),
+            ("memory_bandwidth_bytes_per_s", "DOUBLE", "Peak DRAM bandwidth, bytes/s (export's memoryBandwidth, else built-in table)."),
+            ("max_warps_per_sm", "INTEGER", "Resident warps per SM at most."),
+            ("max_blocks_per_sm", "INTEGER", "Resident blocks per SM at most."),
+            ("max_threads_per_block", "INTEGER", "Threads per block at most."),
+            ("max_registers_per_sm", "INTEGER", "32-bit registers per SM."),
+            ("max_registers_per_block", "INTEGER", "32-bit registers per block at most."),
+            ("max_shared_mem_per_sm_bytes", "BIGINT", "Shared memory per SM, bytes."),
+            ("max_shared_mem_per_block_bytes", "BIGINT", "Shared memory per block (opt-in maximum when recorded), bytes."),
+            ("threads_per_warp", "INTEGER", "Warp size (32 on every NVIDIA GPU so far)."),
+            ("peak_fp32_flops_per_s", "DOUBLE", "Peak dense FP32 SIMT FLOP/s (built-in table; NULL for unknown GPUs)."),
+            ("peak_fp16_tensor_flops_per_s", "DOUBLE", "Peak dense FP16/BF16 tensor-core FLOP/s, FP32 accumulate (built-in table)."),
+            ("peak_tf32_tensor_flops_per_s", "DOUBLE", "Peak dense TF32 tensor-core FLOP/s (built-in table)."),
+            ("peak_fp8_tensor_flops_per_s", "DOUBLE", "Peak dense FP8 tensor-core FLOP/s (built-in table; NULL before Hopper/Ada)."),
+        ),
+    ),
+    Table(
+        "kernels",
+        "One row per kernel execution on a GPU (Nsight Systems CUPTI_ACTIVITY_KIND_KERNEL).",
+        _cols(
+            _CAPTURE_ID,
+            _DEVICE_ID,
+            ("context_id", "INTEGER", "CUDA context."),
+            ("stream_id", "INTEGER", "CUDA stream."),
+            ("pid", "BIGINT", "Process id, decoded from globalPid."),
+            ("tid", "BIGINT", "Thread that launched it (from the launching API call with the same correlation id), or NULL."),
+            ("correlation_id", "BIGINT", "Links to api_calls.correlation_id of the launching call (same pid)."),
+            *_TIMES,
+            ("name", "VARCHAR", "Demangled name exactly as `nsys stats` prints it by default."),
+            ("short_name", "VARCHAR", "Base function name without templates or arguments."),
+            ("mangled_name", "VARCHAR", "Mangled name when the export has it, else NULL."),
+            ("grid_x", "INTEGER", "Grid size in blocks, x."),
+            ("grid_y", "INTEGER", "Grid size in blocks, y."),
+            ("grid_z", "INTEGER", "Grid size in blocks, z."),
+            ("block_x", "INTEGER", "Block size in threads, x."),
+            ("block_y", "INTEGER", "Block size in threads, y."),
+            ("block_z", "INTEGER", "Block size in threads, z."),
+            ("blocks", "BIGINT", "grid_x * grid_y * grid_z."),
+            ("threads_per_block", "INTEGER", "block_x * block_y * block_z."),
+            ("registers_per_thread", "INTEGER", "Registers per thread."),
+            ("static_shared_mem_bytes", "BIGINT", "Static shared memory per block, bytes."),
+            ("dynamic_shared_mem_bytes", "BIGINT", "Dynamic shared memory per block, bytes."),
+            ("shared_mem_bytes", "BIGINT", "Static + dynamic shared memory per block, bytes."),
+            ("local_mem_per_thread_bytes", "BIGINT", "Local memory per thread, bytes (non-zero often means register spills)."),
+            ("launch_type", "VARCHAR", "Launch type label (regular, cooperative_single_device, ...), or NULL."),
+            ("graph_node_id", "BIGINT", "CUDA graph node that launched it, or NULL."),
+            ("graph_id", "BIGINT", "CUDA graph id when recorded, or NULL."),
+        ),
+    ),
+    Table(
+        "api_calls",
+        "Host-side CUDA runtime and driver API calls (Nsight Systems CUPTI_ACTIVITY_KIND_RUNTIME).",
+        _cols(
+            _CAPTURE_ID,
+            ("pid", "BIGINT", "Process id, decoded from globalTid."),
+            ("tid", "BIGINT", "Thread id, decoded from globalTid."),
+            ("correlation_id", "BIGINT", "Links to the GPU rows this call produced (same pid)."),
+            ("name", "VARCHAR", "Function name as recorded, with its version suffix (cudaLaunchKernel_v7000)."),
+            ("base_name", "VARCHAR", "name without the _vNNNN version suffix (cudaLaunchKernel)."),
+            ("kind", "VARCHAR", "runtime or driver."),
+            *_TIMES,
+            ("return_value", "BIGINT", "cudaError_t / CUresult returned, or NULL."),
+        ),
+    ),
+    Table(
+        "memcpys",
+        "Memory copies executed by a GPU's copy engines (CUPTI_ACTIVITY_KIND_MEMCPY).",
+        _cols(
+            _CAPTURE_ID,
+            _DEVICE_ID,
+            ("context_id", "INTEGER", "CUDA context."),
+            ("stream_id", "INTEGER", "CUDA stream."),
+            ("pid", "BIGINT", "Process id, decoded from globalPid."),
+            ("correlation_id", "BIGINT", "Links to the api_calls row that issued it."),
+            *_TIMES,
+            ("bytes", "BIGINT", "Bytes copied."),
+            ("direction", "VARCHAR", "Copy direction as nsys stats labels it: Host-to-Device, Device-to-Host, Device-to-Device, Host-to-Host, Peer-to-Peer, Unified Host-to-Device, ..."),
+            ("src_kind", "VARCHAR", "Source memory kind: pageable, pinned, device, array, managed, device_static, managed_static, unknown."),
+            ("dst_kind", "VARCHAR", "Destination memory kind, same labels as src_kind."),
+            ("migration_cause", "VARCHAR", "Unified-memory migration cause label, or NULL."),
+        ),
+    ),
+    Table(
+        "memsets",
+        "Memory sets executed on a GPU (CUPTI_ACTIVITY_KIND_MEMSET).",
+        _cols(
+            _CAPTURE_ID,
+            _DEVICE_ID,
+            ("context_id", "INTEGER", "CUDA context."),
+            ("stream_id", "INTEGER", "CUDA stream."),
+            ("pid", "BIGINT", "Process id, decoded from globalPid."),
+            ("correlation_id", "BIGINT", "Links to the api_calls row that issued it."),
+            *_TIMES,
+            ("bytes", "BIGINT", "Bytes set."),
+            ("mem_kind", "VARCHAR", "Memory kind, labels as memcpys.src_kind."),
+            ("value", "BIGINT", "Byte value written."),
+        ),
+    ),
+    Table(
+        "syncs",
+        "Synchronization intervals recorded by CUPTI (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION).",
+        _cols(
+            _CAPTURE_ID,
+            _DEVICE_ID,
+            ("context_id", "INTEGER", "CUDA context."),
+            ("stream_id", "INTEGER", "CUDA stream (for stream syncs)."),
+            ("pid", "BIGINT", "Process id, decoded from globalPid."),
+            ("correlation_id", "BIGINT", "Links to the synchronizing api_calls row."),
+            ("sync_type", "VARCHAR", "event_synchronize, stream_wait_event, stream_synchronize, context_synchronize or unknown."),
+            *_TIMES,
+            ("event_id", "BIGINT", "CUDA event the call synchronized on, or NULL."),
+        ),
+    ),
+    Table(
+        "nvtx_ranges",
+        "NVTX ranges and marks (NVTX_EVENTS), with text resolved and nesting depth computed.",
+        _cols(
+            _CAPTURE_ID,
+            ("pid", "BIGINT", "Process id, decoded from globalTid."),
+            ("tid", "BIGINT", "Thread that opened the range."),
+            ("domain", "VARCHAR", "NVTX domain name; 'Default' for the unnamed domain."),
+            ("text", "VARCHAR", "Range or mark text."),
+            ("event_type", "VARCHAR", "push_pop, start_end or mark."),
+            ("start_ns", "BIGINT", "Start, ns."),
+            ("end_ns", "BIGINT", "End, ns; equal to start_ns for marks."),
+            ("duration_ns", "BIGINT", "end_ns - start_ns, ns."),
+            ("depth", "INTEGER", "Nesting depth of push/pop ranges on their thread (0 = outermost); NULL for others."),
+            ("category", "INTEGER", "User category number, or NULL."),
+        ),
+    ),
+    Table(
+        "gpu_metrics",
+        "GPU metrics sampled by `nsys profile --gpu-metrics-devices` (long form).",
+        _cols(
+            _CAPTURE_ID,
+            _DEVICE_ID,
+            ("ts_ns", "BIGINT", "Sample time, ns on the capture's timeline."),
+            ("metric", "VARCHAR", "Metric name as recorded, e.g. 'SM Active', 'Tensor Active', 'DRAM Read Bandwidth'."),
+            ("value", "DOUBLE", "Sampled value (a percentage for the throughput metrics)."),
+        ),
+    ),
+    Table(
+        "ncu_kernels",
+        "One row per kernel profiled by Nsight Compute.",
+        _cols(
+            _CAPTURE_ID,
+            ("kernel_id", "INTEGER", "Index of the profiled kernel within its capture (0-based, in report order)."),
+            ("launch_id", "BIGINT", "Nsight Compute's own ID for the result, when recorded."),
+            ("name", "VARCHAR", "Demangled name."),
+            ("short_name", "VARCHAR", "Base function name."),
+            ("mangled_name", "VARCHAR", "Mangled name, when recorded."),
+            ("grid_x", "INTEGER", "Grid size in blocks, x."),
+            ("grid_y", "INTEGER", "Grid size in blocks, y."),
+            ("grid_z", "INTEGER", "Grid size in blocks, z."),
+            ("block_x", "INTEGER", "Block size in threads, x."),
+            ("block_y", "INTEGER", "Block size in threads, y."),
+            ("block_z", "INTEGER", "Block size in threads, z."),
+            ("blocks", "BIGINT", "Blocks in the grid."),
+            ("threads_per_block", "INTEGER", "Threads per block."),
+            ("registers_per_thread", "INTEGER", "Registers per thread."),
+            ("shared_mem_bytes", "BIGINT", "Static + dynamic shared memory per block, bytes."),
+            ("device_name", "VARCHAR", "GPU name."),
+            ("compute_capability", "VARCHAR", "'major.minor'."),
+            ("sm_count", "INTEGER", "SMs of the GPU."),
+            ("duration_ns", "DOUBLE", "gpu__time_duration.sum, ns."),
+            ("pid", "BIGINT", "Process id, when recorded."),
+            ("stream_id", "BIGINT", "Stream, when recorded."),
+            ("sections", "VARCHAR", "Comma-separated section identifiers present for this kernel."),
+        ),
+    ),
+    Table(
+        "ncu_metrics",
+        "Every metric of every profiled kernel, long form, values in base units.",
+        _cols(
+            _CAPTURE_ID,
+            ("kernel_id", "INTEGER", "ncu_kernels.kernel_id."),
+            ("metric", "VARCHAR", "Metric name, e.g. dram__throughput.avg.pct_of_peak_sustained_elapsed."),
+            ("value", "DOUBLE", "Numeric value in base units (ns, bytes, bytes/s, %, counts); NULL when not numeric."),
+            ("unit", "VARCHAR", "Base unit after conversion: ns, byte, byte/second, %, cycle, ..., or '' for counts."),
+            ("text_value", "VARCHAR", "Value as text when the metric is a string, else NULL."),
+        ),
+    ),
+    Table(
+        "ncu_rule_results",
+        "Nsight Compute's own rule verdicts stored in the report or CSV.",
+        _cols(
+            _CAPTURE_ID,
+            ("kernel_id", "INTEGER", "ncu_kernels.kernel_id."),
+            ("section", "VARCHAR", "Section identifier, e.g. LaunchStats, Occupancy, SpeedOfLight."),
+            ("rule_id", "VARCHAR", "Rule identifier, e.g. LaunchConfiguration, SOLBottleneck."),
+            ("title", "VARCHAR", "Short title of the message, e.g. 'Small Grid'."),
+            ("result_type", "VARCHAR", "ok, info, warning, error or optimization."),
+            ("message", "VARCHAR", "Message text as Nsight Compute wrote it (shown, never rendered as markup)."),
+            ("estimated_speedup_pct", "DOUBLE", "Estimated speedup in percent (2023.2 and newer), or NULL."),
+            ("speedup_type", "VARCHAR", "local or global, or NULL."),
+            ("focus_metrics", "VARCHAR", "Comma-separated focus metric names, or NULL."),
+        ),
+    ),
+)
+
+
+def table_names() -> list[str]:
+    """Names of every normalized table."""
+    return [t.name for t in TABLES]
+
+
+def get_table(name: str) -> Table:
+    """The table definition named ``name``."""
+    for table in TABLES:
+        if table.name == name:
+            return table
+    raise KeyError(name)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def create_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every normalized table (if absent) with table and column comments."""
+    for table in TABLES:
+        cols = ", ".join(f"{c.name} {c.type}" for c in table.columns)
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table.name} ({cols})")
+        con.execute(f"COMMENT ON TABLE {table.name} IS {_quote(table.doc)}")
+        for c in table.columns:
+            con.execute(f"COMMENT ON COLUMN {table.name}.{c.name} IS {_quote(c.doc)}")

@@ -1,0 +1,78 @@
+"""The trace store: one DuckDB file holding the normalized tables of one or more captures.
+
+Writes are atomic: a new store is built in a temporary file beside the target and renamed into
+place only when ingest succeeded, so a failed run never leaves a half-written store behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from nsight_advisor.errors import InputError
+from nsight_advisor.schema import create_schema
+
+
+def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open a store (``None`` = in memory). Extension autoloading is off: nothing is ever downloaded."""
+    config = {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
+    database = ":memory:" if path is None else str(path)
+    try:
+        con = duckdb.connect(database, read_only=read_only, config=config)
+    except duckdb.Error as exc:
+        raise InputError(f"{path}: not a readable nsight-advisor store ({_first_line(exc)})") from exc
+    if not read_only:
+        create_schema(con)
+    return con
+
+
+@contextlib.contextmanager
+def atomic_store(path: str | os.PathLike) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Yield a connection to a temporary copy of the store at ``path``; rename it into place on success.
+
+    An existing store at ``path`` is copied first, so captures can be added to it. On any error the
+    temporary file is removed and the store at ``path`` is left exactly as it was.
+    """
+    target = Path(path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    tmp.unlink()  # DuckDB wants to create the file itself
+    try:
+        if target.exists():
+            _copy_store(target, tmp)
+        con = connect(tmp)
+        try:
+            yield con
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, target)
+    finally:
+        for leftover in (tmp, Path(str(tmp) + ".wal")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
+def _copy_store(src: Path, dst: Path) -> None:
+    # A plain file copy: the store at src is closed (DuckDB stores are single files after CHECKPOINT).
+    shutil.copyfile(src, dst)
+    con = connect(dst, read_only=True)
+    con.close()
+
+
+def next_capture_id(con: duckdb.DuckDBPyConnection) -> int:
+    """The next free capture id in this store."""
+    return int(con.execute("SELECT coalesce(max(capture_id), 0) + 1 FROM captures").fetchone()[0])
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
