@@ -330,3 +330,6 @@ def create_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"COMMENT ON TABLE {table.name} IS {_quote(table.doc)}")
         for c in table.columns:
             con.execute(f"COMMENT ON COLUMN {table.name}.{c.name} IS {_quote(c.doc)}")
+    from nsight_advisor.schema.views import create_views
+
+    create_views(con)

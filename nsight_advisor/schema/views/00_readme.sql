@@ -1,0 +1,2 @@
+-- Derived views run in file-name order: 10_kernel_classes.sql (kernel categories and math paths, used by the
+-- timeline rules and the report), 20_ncu_derived.sql (roofline numbers per profiled kernel), and so on.

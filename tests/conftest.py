@@ -1,0 +1,54 @@
+"""Shared fixtures: the real traces in ../shared/traces (skip with a reason where absent) and tiny stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TRACES = REPO.parent / "shared" / "traces"
+
+
+def _need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"real traces not present at {path} (CI has ../shared/traces beside the checkout)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def traces_dir() -> Path:
+    """../shared/traces, or skip."""
+    return _need(TRACES)
+
+
+def nsys_exports() -> list[Path]:
+    """Every real nsys SQLite export (empty list when the traces are absent)."""
+    return sorted((TRACES / "nsys").glob("*.sqlite")) if TRACES.exists() else []
+
+
+def ncu_reports() -> list[Path]:
+    """Every real .ncu-rep (empty list when the traces are absent)."""
+    return sorted((TRACES / "ncu").glob("*.ncu-rep")) if TRACES.exists() else []
+
+
+def ncu_csvs() -> list[Path]:
+    """Every real ncu CSV (empty list when the traces are absent)."""
+    return sorted((TRACES / "ncu-csv").glob("*.csv")) if TRACES.exists() else []
+
+
+def trace_param(paths: list[Path]):
+    """Parametrize over real traces; one skipped param with a reason when there are none."""
+    if not paths:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"real traces absent at {TRACES}"))]
+    return [pytest.param(p, id=p.stem) for p in paths]
+
+
+@pytest.fixture
+def memory_store():
+    """An empty in-memory store with the normalized schema."""
+    from nsight_advisor.store import connect
+
+    con = connect(None)
+    yield con
+    con.close()
