@@ -108,8 +108,10 @@ def _progress_enabled(quiet: bool) -> bool:
 @click.option("--set", "overrides", multiple=True, metavar="RULE.PARAM=VALUE", help="Override a rule parameter.")
 @click.option("--select", "select", multiple=True, help="Run only these rules (id or name; repeatable).")
 @click.option("--ignore", "ignore", multiple=True, help="Do not run these rules (id or name; repeatable).")
-@click.option("--store", "store_path", type=click.Path(path_type=Path), help="Trace store to use (default: cache).")
-@click.option("--no-cache", is_flag=True, help="Ingest afresh even when a cached store exists.")
+@click.option("--store", "store_path", type=click.Path(path_type=Path),
+              help="Trace store to build, or reuse when it holds exactly these captures unchanged (default: the "
+                   "cache, $NSIGHT_ADVISOR_CACHE, else $XDG_CACHE_HOME/nsight-advisor, else ~/.cache/nsight-advisor).")
+@click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache (or --store) already holds the captures.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, select, ignore, store_path,
             no_cache, quiet):

@@ -8,29 +8,26 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import io
 import json
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-import duckdb
-
-from nsight_advisor import SCHEMA_VERSION
+from nsight_advisor import result_cache, store_cache
 from nsight_advisor.errors import InputError
-from nsight_advisor.store import atomic_store, connect, next_capture_id
+from nsight_advisor.store_cache import cache_dir, cache_key
+
+if TYPE_CHECKING:
+    import duckdb
+
+# duckdb, the store and the ingest load lazily: the warm path of `analyze` (a kept result) never opens
+# a database, and their import is a large part of a sub-second run.
 
 STORE_SUFFIXES = (".duckdb", ".ddb")
 
-
-def cache_dir() -> Path:
-    """Where cached stores live: $NSIGHT_ADVISOR_CACHE, else $XDG_CACHE_HOME/nsight-advisor, else ~/.cache/nsight-advisor."""
-    env = os.environ.get("NSIGHT_ADVISOR_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "nsight-advisor"
+__all__ = ["cache_dir", "cache_key", "check_input_path", "ingest_to_store", "load", "analyze", "info", "query",
+           "write_report", "format_from_suffix", "reaches", "format_rows", "write_text_atomic"]
 
 
 def check_input_path(path: Path) -> Path:
@@ -44,24 +41,17 @@ def check_input_path(path: Path) -> Path:
     return path.resolve()
 
 
-def cache_key(paths: Sequence[Path]) -> str:
-    """Key of a cached store: every input's resolved path, size and mtime, plus our schema version."""
-    h = hashlib.sha256(f"schema={SCHEMA_VERSION}".encode())
-    for p in paths:
-        st = p.stat()
-        h.update(f"|{p}|{st.st_size}|{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:24]
-
-
 def ingest_to_store(paths: Iterable[Path], store_path: Path, *, progress: bool = False) -> list[int]:
-    """Ingest captures into the store at ``store_path`` (created or extended atomically)."""
-    from nsight_advisor.ingest import ingest_captures
+    """Ingest captures into the store at ``store_path`` (created or extended atomically), in parallel when many."""
+    from nsight_advisor.parallel_ingest import ingest_many
+    from nsight_advisor.store import atomic_store, next_capture_id
 
     resolved = [check_input_path(Path(p)) for p in paths]
-    with atomic_store(store_path) as con:
+    target = Path(store_path).resolve()
+    with store_cache.build_lock(target, progress=progress), atomic_store(target) as con:
         first = next_capture_id(con)
         ids = list(range(first, first + len(resolved)))
-        ingest_captures(con, list(zip(ids, resolved)), progress=progress)
+        ingest_many(con, list(zip(ids, resolved)), work_dir=target.parent, progress=progress)
     return ids
 
 
@@ -69,68 +59,127 @@ def load(paths: Sequence[Path], *, store_path: Path | None = None, use_cache: bo
          progress: bool = False) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
     """A read-only connection to a store holding ``paths`` and their capture ids.
 
-    A single ``.duckdb`` argument is opened as an existing store. Otherwise the captures are
-    ingested into ``store_path`` or a cached store keyed by :func:`cache_key`.
+    A single ``.duckdb`` argument is opened as an existing store. Otherwise the captures are ingested
+    (many at once in worker processes) into ``store_path``, or into the cache (:func:`cache_dir`) under
+    :func:`cache_key`. Either store is reused when it already holds exactly these inputs, unchanged,
+    unless ``use_cache`` is false. A ``store_path`` holding other captures is never overwritten.
     """
-    paths = [Path(p) for p in paths]
-    if len(paths) == 1 and paths[0].suffix.lower() in STORE_SUFFIXES:
-        store = check_input_path(paths[0])
-        con = connect(store, read_only=True)
-        ids = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY capture_id").fetchall()]
-        return con, ids
-    resolved = [check_input_path(p) for p in paths]
-    if store_path is None:
-        store_path = cache_dir() / f"{cache_key(resolved)}.duckdb"
-        if not use_cache or not _store_is_complete(store_path, len(resolved)):
-            _ingest_fresh(resolved, store_path, progress)
-    else:
-        _ingest_fresh(resolved, store_path, progress)
-    con = connect(store_path, read_only=True)
-    ids = [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY capture_id").fetchall()]
+    con, ids, _store = _load(_plan(paths, store_path), use_cache=use_cache, progress=progress)
     return con, ids
 
 
-def _store_is_complete(store_path: Path, n_captures: int) -> bool:
-    if not store_path.exists():
-        return False
+class _Plan:
+    """Where the store for these inputs is (or will be), before anything is opened."""
+
+    def __init__(self, target: Path, inputs: list[Path] | None, keyed: bool, given: Path | None) -> None:
+        self.target = target  # the store file
+        self.inputs = inputs  # resolved captures, or None when the argument is a store itself
+        self.keyed = keyed  # target is the cache file named by cache_key(inputs)
+        self.given = given  # --store as the user wrote it
+
+
+def _plan(paths: Sequence[Path], store_path: Path | None) -> _Plan:
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise InputError("no capture given")
+    if len(paths) == 1 and paths[0].suffix.lower() in STORE_SUFFIXES:
+        return _Plan(check_input_path(paths[0]), None, False, None)
+    resolved = [check_input_path(p) for p in paths]
+    if len(set(resolved)) != len(resolved):
+        raise InputError("the same capture is given twice: " + ", ".join(sorted({str(p) for p in resolved
+                                                                               if resolved.count(p) > 1})))
+    if store_path is None:
+        return _Plan(store_cache.cached_store_path(resolved), resolved, True, None)
+    target = Path(store_path).resolve()
+    if target.is_dir():
+        raise InputError(f"{store_path}: is a directory, expected a store file name (.duckdb)")
+    return _Plan(target, resolved, False, Path(store_path))
+
+
+def _load(plan: _Plan, *, use_cache: bool, progress: bool) -> tuple[duckdb.DuckDBPyConnection, list[int], Path]:
+    target, resolved = plan.target, plan.inputs
+    if resolved is None:
+        return (*_open(target), target)
+    con = store_cache.open_if_current(target, resolved, keyed=plan.keyed) if use_cache else None
+    if con is None:
+        with store_cache.build_lock(target, progress=progress):
+            # Another process may have built it while we waited for the lock.
+            con = store_cache.open_if_current(target, resolved, keyed=plan.keyed) if use_cache else None
+            if con is None:
+                if not store_cache.store_owned_by(target, resolved):
+                    raise InputError(f"{plan.given}: holds other captures or is not a store; give a new --store "
+                                     f"path, or analyze that store by itself")
+                _ingest_fresh(resolved, target, progress)
+                if plan.keyed:
+                    for stale in store_cache.remove_stale_versions(target):
+                        result_cache.forget_store(stale)
+    if con is None:
+        return (*_open(target), target)
+    return con, _capture_ids(con), target
+
+
+def _open(store: Path) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
+    import duckdb
+
+    from nsight_advisor.store import connect
+
+    con = connect(store, read_only=True)
     try:
-        con = connect(store_path, read_only=True)
-    except InputError:
-        return False
-    try:
-        return con.execute("SELECT count(*) FROM captures").fetchone()[0] == n_captures
-    except duckdb.Error:
-        return False
-    finally:
+        return con, _capture_ids(con)
+    except duckdb.Error as exc:
         con.close()
+        raise InputError(f"{store}: not an nsight-advisor store (no captures table)") from exc
+
+
+def _capture_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
+    return [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY capture_id").fetchall()]
 
 
 def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool) -> None:
-    """Build a new store at ``store_path`` (replacing any old one) in one atomic rename."""
-    from nsight_advisor.ingest import ingest_captures
+    """Build a new store holding ``paths`` (capture ids 1..n) and rename it over ``store_path``."""
+    from nsight_advisor.parallel_ingest import ingest_many
 
-    with contextlib.suppress(FileNotFoundError):
-        # atomic_store extends an existing store; a fresh ingest must start empty.
-        os.replace(store_path, str(store_path) + ".old")
-    try:
-        with atomic_store(store_path) as con:
-            ingest_captures(con, list(zip(range(1, len(paths) + 1), paths)), progress=progress)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(str(store_path) + ".old")
+    items = list(zip(range(1, len(paths) + 1), paths))
+    store_cache.build_store(
+        store_path, lambda con: ingest_many(con, items, work_dir=store_path.parent, progress=progress))
 
 
 def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides=(), select=(), ignore=(),
             store_path=None, use_cache=True, progress=False):
-    """Ingest (or reuse) the captures and run every selected rule; returns an AnalysisResult."""
+    """Ingest (or reuse) the captures and run every selected rule; returns an AnalysisResult.
+
+    With several captures the result's ``summary["combined"]`` holds the combined view (slowest
+    capture, findings merged across captures): see :mod:`nsight_advisor.combined_view`. With
+    ``use_cache``, the result of an identical earlier analysis (same store file, rules and settings) is
+    reused: see :mod:`nsight_advisor.result_cache`.
+    """
+    from nsight_advisor.combined_view import combined_view
     from nsight_advisor.engine import run_analysis
 
-    con, ids = load(paths, store_path=store_path, use_cache=use_cache, progress=progress)
+    settings = dict(rules_dirs=rules_dirs, config_path=config_path, overrides=overrides, select=select,
+                    ignore=ignore)
+    plan = _plan(paths, store_path)
+    if use_cache and plan.keyed and plan.target.is_file():
+        # The warm path: a cached store is complete by construction (renamed into place whole) and holds
+        # capture ids 1..n, so a kept result for it needs no database connection at all.
+        cached = result_cache.read_result(
+            result_cache.result_key(plan.target, list(range(1, len(plan.inputs) + 1)), **settings))
+        if cached is not None:
+            return cached
+    con, ids, store = _load(plan, use_cache=use_cache, progress=progress)
     try:
-        return run_analysis(con, ids, rules_dirs=rules_dirs, config_path=config_path, overrides=overrides,
-                            select=select, ignore=ignore, progress=progress)
+        key = result_cache.result_key(store, ids, **settings)
+        cached = result_cache.read_result(key) if use_cache else None
+        if cached is not None:
+            return cached
+        result = run_analysis(con, ids, progress=progress, **settings)
     finally:
         con.close()
+    combined = combined_view(result)
+    if combined is not None:
+        result.summary["combined"] = combined
+    result_cache.write_result(key, result)
+    return result
 
 
 def format_from_suffix(output: Path | None) -> str:
@@ -187,6 +236,8 @@ def info(path: Path, fmt: str = "text") -> str:
 
 def query(source: Path, sql: str, fmt: str = "table") -> str:
     """Run read-only SQL over a store or capture; returns text in ``fmt`` (table, csv or json)."""
+    import duckdb
+
     con, _ = load([source])
     try:
         try:

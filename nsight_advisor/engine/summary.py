@@ -1,8 +1,370 @@
-"""Facts for the report header and charts, read from the store (placeholder until the report work lands)."""
+"""Facts for the report header and charts, computed from the store with SQL.
+
+``build_summary`` returns plain data (numbers and strings, every list bounded) so that the report
+templates only lay it out:
+
+* ``captures``: per capture its file name, tool and version, wall time, GPU busy time and %, kernel
+  count and GPUs (name, SMs);
+* ``top_kernels``: the kernels with the most GPU time, per capture;
+* ``categories``: GPU time by kernel category (GEMM/conv, elementwise, reduction/norm, copy,
+  communication, other);
+* ``utilization``: per capture, the GPU busy fraction in at most ``UTILIZATION_BINS`` time bins;
+* ``roofline``: profiled kernels as (ops:byte, FLOP/s) points with the GPU's roofs, when the ncu view
+  ``ncu_kernel_summary`` provides them; ``None`` otherwise.
+
+GPU busy time is the union of kernel, memcpy and memset intervals per device (overlapping work on one
+device counts once); a capture's busy % is that time summed over the devices that ran anything,
+divided by wall time times the number of those devices.
+"""
 
 from __future__ import annotations
 
+import math
+from typing import Any, Sequence
 
-def build_summary(con, capture_ids) -> dict:
-    """Header facts and chart series for ``capture_ids``; see the report templates for the keys used."""
-    return {}
+import duckdb
+
+TOP_KERNELS = 10
+UTILIZATION_BINS = 120
+MAX_GPUS_LISTED = 16
+ROOFLINE_MAX_POINTS = 200
+
+# Kernel name patterns per category (lower-cased name, DuckDB regular expressions), first match wins.
+# Used only when the rule library's view ``kernel_classes`` is absent.
+CATEGORY_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("communication", r"nccl|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|sendrecv"),
+    ("GEMM/conv", r"gemm|matmul|conv|cutlass|cublas|xmma|wgrad|dgrad|fprop|nvjet|_mma|hmma|s884|s1688|s16816|flash_fwd|flash_bwd|fmha|attention"),
+    ("reduction/norm", r"reduce|reduction|norm|softmax|scan|sum_|_sum|argmax|argmin|mean|welford|topk|sort"),
+    ("copy", r"copy|memcpy|memset|transpose|cat_|concat|gather|scatter|fill|index_select|permute"),
+    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|add|mul|relu|gelu|silu|sigmoid|tanh|exp|triton_poi|fused|vec"),
+)
+CATEGORY_ORDER = ("GEMM/conv", "attention", "elementwise", "reduction/norm", "copy", "communication", "other")
+# Display labels of the category codes the view ``kernel_classes`` uses.
+CATEGORY_LABELS = {"gemm_conv": "GEMM/conv", "reduction_norm": "reduction/norm"}
+
+
+def build_summary(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict[str, Any]:
+    """Header facts and chart series for ``capture_ids`` (see the module docstring for the keys)."""
+    ids = [int(i) for i in capture_ids]
+    if not ids:
+        return {"captures": [], "top_kernels": [], "categories": [], "utilization": [], "roofline": None}
+    con.execute("CREATE OR REPLACE TEMP TABLE _summary_ids AS SELECT unnest($ids::INTEGER[]) AS capture_id",
+                {"ids": ids})
+    try:
+        busy = _busy_by_capture(con)
+        captures = _captures(con, busy)
+        return {
+            "captures": captures,
+            "top_kernels": _top_kernels(con),
+            "categories": _categories(con),
+            "utilization": _utilization(con, captures),
+            "roofline": _roofline(con, ids),
+        }
+    finally:
+        con.execute("DROP TABLE IF EXISTS _summary_ids")
+        con.execute("DROP TABLE IF EXISTS _summary_islands")
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> list[dict[str, Any]]:
+    rel = con.execute(sql, params or {})
+    cols = [d[0] for d in rel.description]
+    return [dict(zip(cols, r)) for r in rel.fetchall()]
+
+
+def _relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute(
+        "select count(*) from duckdb_views() where view_name = $n and not internal", {"n": name}
+    ).fetchone()[0] or con.execute(
+        "select count(*) from duckdb_tables() where table_name = $n", {"n": name}
+    ).fetchone()[0])
+
+
+def _columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
+    return [r[0] for r in con.execute(
+        "select column_name from duckdb_columns() where table_name = $n", {"n": name}
+    ).fetchall()]
+
+
+def _busy_by_capture(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
+    # Islands of GPU activity per (capture, device): an interval starts a new island when it begins
+    # after every earlier interval on that device has ended.
+    con.execute("""
+        create or replace temp table _summary_islands as
+        with work as (
+            select capture_id, device_id, start_ns, end_ns from kernels
+            where capture_id in (select capture_id from _summary_ids) and end_ns > start_ns
+            union all
+            select capture_id, device_id, start_ns, end_ns from memcpys
+            where capture_id in (select capture_id from _summary_ids) and end_ns > start_ns
+            union all
+            select capture_id, device_id, start_ns, end_ns from memsets
+            where capture_id in (select capture_id from _summary_ids) and end_ns > start_ns
+        ),
+        ordered as (
+            select *, max(end_ns) over (partition by capture_id, device_id order by start_ns, end_ns
+                                        rows between unbounded preceding and 1 preceding) as prev_end_ns
+            from work
+        ),
+        numbered as (
+            select *, sum(case when prev_end_ns is null or start_ns > prev_end_ns then 1 else 0 end)
+                      over (partition by capture_id, device_id order by start_ns, end_ns
+                            rows unbounded preceding) as island
+            from ordered
+        )
+        select capture_id, coalesce(device_id, -1) as device_id, island,
+               min(start_ns) as start_ns, max(end_ns) as end_ns
+        from numbered
+        group by all
+    """)
+    out: dict[int, dict[str, Any]] = {}
+    for r in _rows(con, """
+        select capture_id, count(distinct device_id) as active_devices, sum(end_ns - start_ns) as busy_ns,
+               min(start_ns) as first_ns, max(end_ns) as last_ns
+        from _summary_islands group by capture_id
+    """):
+        out[int(r["capture_id"])] = r
+    return out
+
+
+def _captures(con: duckdb.DuckDBPyConnection, busy: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    caps = _rows(con, """
+        select c.capture_id, c.source_name, c.format, c.tool, c.tool_version, c.start_ns, c.end_ns,
+               c.duration_ns as wall_ns,
+               (select count(*) from kernels k where k.capture_id = c.capture_id) as kernel_count,
+               (select coalesce(sum(k.duration_ns), 0) from kernels k where k.capture_id = c.capture_id)
+                   as kernel_time_ns,
+               (select count(*) from ncu_kernels n where n.capture_id = c.capture_id) as ncu_kernel_count
+        from captures c
+        where c.capture_id in (select capture_id from _summary_ids)
+        order by c.capture_id
+    """)
+    gpus = _rows(con, """
+        select capture_id, device_id, name, sm_count, compute_capability
+        from gpus where capture_id in (select capture_id from _summary_ids)
+        order by capture_id, device_id
+    """)
+    # ncu captures describe their GPU on each profiled kernel rather than in gpus.
+    ncu_gpus = _rows(con, """
+        select capture_id, null::integer as device_id, device_name as name, max(sm_count) as sm_count,
+               max(compute_capability) as compute_capability
+        from ncu_kernels where capture_id in (select capture_id from _summary_ids) and device_name is not null
+        group by capture_id, device_name order by capture_id, device_name
+    """)
+    missing = _rows(con, """
+        select capture_id, data, capture_option from capture_missing
+        where capture_id in (select capture_id from _summary_ids) order by capture_id, data
+    """)
+    for cap in caps:
+        cid = int(cap["capture_id"])
+        b = busy.get(cid)
+        wall_ns = cap["wall_ns"]
+        cap["busy_ns"] = int(b["busy_ns"]) if b else 0
+        cap["active_devices"] = int(b["active_devices"]) if b else 0
+        if b and wall_ns and wall_ns > 0:
+            cap["gpu_busy_pct"] = round(100.0 * b["busy_ns"] / (wall_ns * b["active_devices"]), 2)
+        else:
+            cap["gpu_busy_pct"] = None
+        own = [g for g in gpus if g["capture_id"] == cid] or [g for g in ncu_gpus if g["capture_id"] == cid]
+        cap["gpu_count"] = len(own)
+        cap["gpus"] = _group_gpus(own)[:MAX_GPUS_LISTED]
+        cap["missing"] = [{"data": m["data"], "capture_option": m["capture_option"]}
+                          for m in missing if m["capture_id"] == cid][:20]
+    return caps
+
+
+def _group_gpus(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Identical GPUs collapse to one row with a count ('4x NVIDIA A100')."""
+    grouped: dict[tuple, dict[str, Any]] = {}
+    for g in gpus:
+        key = (g["name"], g["sm_count"], g["compute_capability"])
+        if key not in grouped:
+            grouped[key] = {"name": g["name"], "sm_count": g["sm_count"],
+                            "compute_capability": g["compute_capability"], "count": 0}
+        grouped[key]["count"] += 1
+    return list(grouped.values())
+
+
+def _top_kernels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    rows = _rows(con, """
+        with per_name as (
+            select capture_id, name, count(*) as launches, sum(duration_ns) as total_ns,
+                   avg(duration_ns) as avg_ns
+            from kernels where capture_id in (select capture_id from _summary_ids)
+            group by capture_id, name
+        ),
+        totals as (select capture_id, sum(total_ns) as all_ns from per_name group by capture_id),
+        ranked as (
+            select p.*, 100.0 * p.total_ns / nullif(t.all_ns, 0) as pct_of_kernel_time,
+                   row_number() over (partition by p.capture_id order by p.total_ns desc, p.name) as rank
+            from per_name p join totals t using (capture_id)
+        )
+        select capture_id, name, launches, total_ns, avg_ns, pct_of_kernel_time
+        from ranked where rank <= $n order by capture_id, rank
+    """, {"n": TOP_KERNELS})
+    if rows:
+        return [_clean(r) for r in rows]
+    # ncu-only captures: the profiled kernels by their measured duration.
+    rows = _rows(con, """
+        with per_name as (
+            select capture_id, name, count(*) as launches, sum(duration_ns) as total_ns, avg(duration_ns) as avg_ns
+            from ncu_kernels where capture_id in (select capture_id from _summary_ids) group by capture_id, name
+        ),
+        totals as (select capture_id, sum(total_ns) as all_ns from per_name group by capture_id),
+        ranked as (
+            select p.*, 100.0 * p.total_ns / nullif(t.all_ns, 0) as pct_of_kernel_time,
+                   row_number() over (partition by p.capture_id order by p.total_ns desc nulls last, p.name) as rank
+            from per_name p join totals t using (capture_id)
+        )
+        select capture_id, name, launches, total_ns, avg_ns, pct_of_kernel_time
+        from ranked where rank <= $n order by capture_id, rank
+    """, {"n": TOP_KERNELS})
+    return [_clean(r) for r in rows]
+
+
+def _category_case() -> str:
+    parts = [f"when regexp_matches(lower(name), '{pattern}') then '{label}'" for label, pattern in CATEGORY_PATTERNS]
+    return "case " + " ".join(parts) + " else 'other' end"
+
+
+def _categories(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    kernel_rows = None
+    if _relation_exists(con, "kernel_classes"):
+        cols = set(_columns(con, "kernel_classes"))
+        try:
+            if {"category", "duration_ns", "capture_id"} <= cols:
+                kernel_rows = _rows(con, """
+                    select category, sum(duration_ns) as total_ns from kernel_classes
+                    where capture_id in (select capture_id from _summary_ids) group by category
+                """)
+            elif {"category", "name"} <= cols:
+                kernel_rows = _rows(con, """
+                    with classes as (select distinct name, category from kernel_classes)
+                    select coalesce(c.category, 'other') as category, sum(k.duration_ns) as total_ns
+                    from kernels k left join classes c using (name)
+                    where k.capture_id in (select capture_id from _summary_ids) group by 1
+                """)
+        except duckdb.Error:
+            kernel_rows = None  # a broken view must not break the report; fall back to our patterns
+    if kernel_rows is None:
+        kernel_rows = _rows(con, f"""
+            select {_category_case()} as category, sum(duration_ns) as total_ns
+            from kernels where capture_id in (select capture_id from _summary_ids) group by 1
+        """)
+    totals: dict[str, int] = {}
+    for r in kernel_rows:
+        label = str(r["category"] or "other")
+        label = CATEGORY_LABELS.get(label, label)
+        totals[label] = totals.get(label, 0) + int(r["total_ns"] or 0)
+    transfer_ns = con.execute("""
+        select coalesce((select sum(duration_ns) from memcpys where capture_id in (select capture_id from _summary_ids)), 0)
+             + coalesce((select sum(duration_ns) from memsets where capture_id in (select capture_id from _summary_ids)), 0)
+    """).fetchone()[0]
+    if transfer_ns:
+        totals["copy"] = totals.get("copy", 0) + int(transfer_ns)
+    all_ns = sum(totals.values())
+    if not all_ns:
+        return []
+    order = {label: i for i, label in enumerate(CATEGORY_ORDER)}
+    out = [{"category": label, "total_ns": ns, "pct": round(100.0 * ns / all_ns, 2)}
+           for label, ns in totals.items() if ns > 0]
+    out.sort(key=lambda r: (-r["total_ns"], order.get(r["category"], 99)))
+    return out[:12]
+
+
+def _utilization(con: duckdb.DuckDBPyConnection, captures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    series = []
+    for cap in captures:
+        if not cap["active_devices"]:
+            continue
+        cid = int(cap["capture_id"])
+        start_ns = cap["start_ns"]
+        end_ns = cap["end_ns"]
+        if start_ns is None or end_ns is None or end_ns <= start_ns:
+            continue
+        bin_ns = max(1, math.ceil((end_ns - start_ns) / UTILIZATION_BINS))
+        n_bins = math.ceil((end_ns - start_ns) / bin_ns)
+        rows = con.execute("""
+            with bins as (
+                select b as bin, $start_ns + b * $bin_ns as bin_start_ns, $start_ns + (b + 1) * $bin_ns as bin_end_ns
+                from range(0, $n_bins) t(b)
+            )
+            -- greatest/least skip NULLs in DuckDB, so bins without islands are zeroed explicitly
+            select b.bin, coalesce(sum(case when i.capture_id is null then 0 else
+                greatest(0, least(i.end_ns, b.bin_end_ns) - greatest(i.start_ns, b.bin_start_ns)) end), 0)
+            from bins b left join _summary_islands i
+              on i.capture_id = $cid and i.start_ns < b.bin_end_ns and i.end_ns > b.bin_start_ns
+            group by b.bin order by b.bin
+        """, {"start_ns": start_ns, "bin_ns": bin_ns, "n_bins": n_bins, "cid": cid}).fetchall()
+        denom = bin_ns * cap["active_devices"]
+        series.append({
+            "capture_id": cid,
+            "start_ns": int(start_ns),
+            "bin_ns": int(bin_ns),
+            "busy_pct": [round(min(100.0, 100.0 * float(v) / denom), 2) for _, v in rows],
+        })
+    return series
+
+
+_ROOFLINE_COLUMNS = {
+    "intensity": ("arithmetic_intensity_flop_per_byte", "arithmetic_intensity", "flop_per_byte",
+                  "ops_per_byte", "intensity_flop_per_byte"),
+    "achieved": ("achieved_flops_per_s", "flops_per_s", "achieved_flop_per_s", "performance_flops_per_s"),
+    "peak_flops": ("peak_flops_per_s", "peak_fp32_flops_per_s", "peak_flop_per_s"),
+    "peak_bytes": ("peak_dram_bytes_per_s", "dram_peak_bytes_per_s", "peak_bytes_per_s",
+                   "memory_bandwidth_bytes_per_s", "peak_memory_bytes_per_s"),
+    "name": ("short_name", "name"),
+    "duration": ("duration_ns",),
+}
+
+
+def _roofline(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[str, Any] | None:
+    if not _relation_exists(con, "ncu_kernel_summary"):
+        return None
+    cols = set(_columns(con, "ncu_kernel_summary"))
+    pick = {key: next((c for c in names if c in cols), None) for key, names in _ROOFLINE_COLUMNS.items()}
+    if not (pick["intensity"] and pick["achieved"] and pick["name"]) or "capture_id" not in cols:
+        return None
+    extra = ", ".join(f"{pick[k]} as {k}" for k in ("peak_flops", "peak_bytes", "duration") if pick[k])
+    try:
+        rows = _rows(con, f"""
+            select capture_id, {pick['name']} as name, {pick['intensity']} as intensity,
+                   {pick['achieved']} as achieved{', ' + extra if extra else ''}
+            from ncu_kernel_summary
+            where capture_id in (select capture_id from _summary_ids)
+              and {pick['intensity']} > 0 and {pick['achieved']} > 0
+            limit {ROOFLINE_MAX_POINTS + 1}
+        """)
+    except duckdb.Error:
+        return None
+    if not rows:
+        return None
+    points = [{"capture_id": int(r["capture_id"]), "name": str(r["name"]), "intensity_flop_per_byte": float(r["intensity"]),
+               "achieved_flops_per_s": float(r["achieved"]),
+               "duration_ns": _num(r.get("duration"))} for r in rows[:ROOFLINE_MAX_POINTS]]
+    peaks_flops = [float(r["peak_flops"]) for r in rows if r.get("peak_flops")]
+    peaks_bytes = [float(r["peak_bytes"]) for r in rows if r.get("peak_bytes")]
+    return {
+        "points": points,
+        "points_left_out": max(0, len(rows) - ROOFLINE_MAX_POINTS),
+        "peak_flops_per_s": max(peaks_flops) if peaks_flops else None,
+        "peak_bytes_per_s": max(peaks_bytes) if peaks_bytes else None,
+    }
+
+
+def _num(value: Any) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _clean(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None
+        elif hasattr(v, "__float__") and not isinstance(v, (int, float, bool)):
+            v = float(v)
+        out[k] = v
+    return out

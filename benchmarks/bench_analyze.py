@@ -1,0 +1,272 @@
+"""Whole-`analyze` benchmark: ingest + every rule + the HTML report, against SQLite's scan and `nsys stats`.
+
+    python benchmarks/bench_analyze.py                                 # 1M and 10M kernels
+    python benchmarks/bench_analyze.py --kernels 1000000 --no-write    # one size, leave docs alone
+    python benchmarks/bench_analyze.py --profile                       # also cProfile the cold run
+
+Exports are built on the fly by replaying a real one (``bench_ingest.build_export``: each copy of the
+event tables shifted in time, correlation ids kept unique) into --out (default: the temp folder), and
+deleted afterwards unless --keep. The 10M-kernel export is about 6 GB: the free space is checked first.
+
+Measured per size, all in one run, each command in a fresh process (peak RSS is that process tree's
+largest resident set, from getrusage(RUSAGE_CHILDREN) of a wrapper that waits for it):
+
+* ``sqlite scan``: SQLite itself aggregating every column our ingest reads, over the same tables
+  (``bench_ingest.sqlite_scan_s``, the floor for any reader); best of two after a warm-up;
+* ``nsys stats``: gpukernsum, cudaapisum and gpumemtimesum, when ``nsys`` is on PATH;
+* ``cold``: ``nsight-advisor analyze EXPORT --no-cache -o report.html`` with an empty cache;
+* ``warm``: the same command again without --no-cache (the cached store is reused): best of three;
+
+then the ratios (cold / nsys stats, cold / sqlite scan), the HTML size, and the temporary files left
+behind (cache folder, output folder and the temp folder are checked). The table is printed and written
+into docs/performance.md between its ``bench:begin`` and ``bench:end`` markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from bench_ingest import DEFAULT_SOURCE, build_export, sqlite_scan_s  # noqa: E402  (the one replay generator)
+
+DOC = REPO / "docs" / "performance.md"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+BYTES_PER_KERNEL = 620  # size of the replayed export per kernel row (575 MB per 1M kernels, measured)
+
+# Runs `argv` in a child and prints {"wall_s", "peak_rss_mb", "rc"} as JSON: the child's own tree is the only
+# thing this wrapper waits for, so RUSAGE_CHILDREN is exactly that tree's peak.
+_MEASURE = r"""
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+rc = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+wall = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+sys.stderr.write(rc.stderr.decode("utf-8", "replace")[-2000:])
+print(json.dumps({"wall_s": wall, "peak_rss_mb": peak, "rc": rc.returncode,
+                  "stdout": rc.stdout.decode("utf-8", "replace")[-2000:]}))
+"""
+
+
+def measure(argv: list[str], env: dict | None = None) -> dict:
+    """Wall time, peak RSS (MB) and exit code of ``argv`` run in a fresh process tree."""
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *argv], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["rc"] != 0:
+        result["stderr"] = out.stderr.strip()[-1500:]
+    return result
+
+
+def sqlite_anchor(path: Path) -> dict:
+    """SQLite's own aggregate scan, best of two after one warm-up, with the scanning process's peak RSS."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path\n"
+            "from bench_ingest import sqlite_scan_s\n"
+            "p = Path(sys.argv[1]); sqlite_scan_s(p)\n"
+            "print(json.dumps(min(sqlite_scan_s(p) for _ in range(2))))\n")
+    res = measure([sys.executable, "-c", code, str(path), str(HERE)])
+    res["scan_s"] = json.loads(res["stdout"].strip().splitlines()[-1]) if res["rc"] == 0 else None
+    return res
+
+
+def nsys_anchor(path: Path, work: Path) -> dict | None:
+    """`nsys stats` for the three summaries nsight-advisor's report covers, or None without nsys."""
+    nsys = shutil.which("nsys")
+    if not nsys:
+        return None
+    res = measure([nsys, "stats", "--report", "gpukernsum,cudaapisum,gpumemtimesum", "--format", "csv",
+                   "--output", str(work / "nsys_stats"), str(path)])
+    res["version"] = subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()
+    for f in work.glob("nsys_stats*"):
+        f.unlink()
+    return res
+
+
+def analyze_runs(path: Path, work: Path, profile: bool) -> dict:
+    """Cold (--no-cache, empty cache) and warm analyze of ``path`` into an HTML report."""
+    cache = work / "cache"
+    report = work / "report.html"
+    env = {"NSIGHT_ADVISOR_CACHE": str(cache)}
+    base = [sys.executable, "-m", "nsight_advisor", "analyze", str(path), "-o", str(report), "--quiet"]
+    cold = measure(base + ["--no-cache"], env)
+    warm_runs = [measure(base, env) for _ in range(3)]
+    warm = min(warm_runs, key=lambda r: r["wall_s"])
+    warm["peak_rss_mb"] = max(r["peak_rss_mb"] for r in warm_runs)
+    out = {"cold": cold, "warm": warm, "html_bytes": report.stat().st_size if report.exists() else None,
+           "store_bytes": sum(p.stat().st_size for p in cache.glob("*.duckdb"))}
+    leftovers = [p.name for p in cache.iterdir() if p.suffix != ".duckdb"] if cache.exists() else []
+    leftovers += [p.name for p in work.iterdir() if p.name not in ("cache", "report.html", "profile")]
+    out["leftovers"] = leftovers
+    if profile:
+        out["profile"] = profile_cold(path, work)
+    shutil.rmtree(cache, ignore_errors=True)
+    report.unlink(missing_ok=True)
+    return out
+
+
+def profile_cold(path: Path, work: Path, top: int = 25) -> str:
+    """cProfile of one cold analyze (in-process, fresh interpreter): the top functions by cumulative time."""
+    prof = work / "profile" / "cold.prof"
+    prof.parent.mkdir(exist_ok=True)
+    code = ("import cProfile, sys; from pathlib import Path; from nsight_advisor import workflow\n"
+            "def run():\n"
+            "    r = workflow.analyze([Path(sys.argv[1])], use_cache=False)\n"
+            "    workflow.write_report(r, 'html', Path(sys.argv[3]))\n"
+            "cProfile.run('run()', sys.argv[2])\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(work / "profile" / "cache")}
+    subprocess.run([sys.executable, "-c", code, str(path), str(prof), str(work / "profile" / "r.html")],
+                   cwd=REPO, env=env, check=True, capture_output=True)
+    import io
+    import pstats
+
+    buf = io.StringIO()
+    pstats.Stats(str(prof), stream=buf).sort_stats("cumulative").print_stats(top)
+    shutil.rmtree(prof.parent, ignore_errors=True)
+    return "\n".join(line for line in buf.getvalue().splitlines() if line.strip())
+
+
+def new_temp_entries(before: set[str]) -> list[str]:
+    """Entries of the temp folder that appeared during the run and look like ours (others share /tmp)."""
+    tmp = Path(tempfile.gettempdir())
+    now = {p.name for p in tmp.iterdir()}
+    return sorted(n for n in now - before if "nsight" in n.lower() or "duckdb" in n.lower())
+
+
+def check_space(out: Path, kernels: int) -> None:
+    need = kernels * BYTES_PER_KERNEL * 2.5  # the export, its store, and the store's temporary build
+    free = shutil.disk_usage(out).free
+    if free < need:
+        sys.exit(f"not enough free space in {out}: {free / 2**30:.1f} GiB free, about {need / 2**30:.1f} GiB needed "
+                 f"for {kernels:,} kernels (pick another --out)")
+
+
+def bench_size(source: Path, kernels: int, out: Path, keep: bool, profile: bool) -> dict:
+    check_space(out, kernels)
+    t0 = time.perf_counter()
+    export = build_export(source, kernels, out)
+    built_s = time.perf_counter() - t0
+    work = Path(tempfile.mkdtemp(prefix="bench-analyze-", dir=out))
+    try:
+        row = {"kernels": kernels, "export_bytes": export.stat().st_size, "build_s": built_s,
+               "activity_rows": activity_rows(export)}
+        row["sqlite"] = sqlite_anchor(export)
+        row["nsys"] = nsys_anchor(export, work)
+        row.update(analyze_runs(export, work, profile))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if not keep:
+            export.unlink(missing_ok=True)
+    return row
+
+
+def activity_rows(export: Path) -> int:
+    import sqlite3
+
+    from bench_ingest import EVENT_TABLES
+
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    try:
+        have = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+        return sum(con.execute(f"select count(*) from {t}").fetchone()[0] for t in EVENT_TABLES if t in have)
+    finally:
+        con.close()
+
+
+def _s(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "n/a" if not a or not b else f"{a / b:.2f}x"
+
+
+def table(rows: list[dict]) -> str:
+    """The markdown table of results."""
+    head = ("| kernels | export | activity rows | SQLite scan s (RSS MB) | nsys stats s (RSS MB) | cold analyze s "
+            "| cold / nsys stats | cold / SQLite scan | warm analyze s | peak RSS cold / warm MB | HTML | store "
+            "| temp files left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        sq, n, cold, warm = r["sqlite"], r["nsys"], r["cold"], r["warm"]
+        nsys_s = n["wall_s"] if n and n["rc"] == 0 else None
+        nsys_cell = f"{_s(nsys_s)} ({n['peak_rss_mb']:.0f})" if n else "not installed"
+        cold_s = cold["wall_s"] if cold["rc"] == 0 else None
+        warm_s = warm["wall_s"] if warm["rc"] == 0 else None
+        left = r["leftovers"] + r.get("temp_left", [])
+        lines.append(
+            f"| {r['kernels']:,} | {r['export_bytes'] / 2**20:,.0f} MB | {r['activity_rows']:,} "
+            f"| {_s(sq['scan_s'])} ({sq['peak_rss_mb']:.0f}) | {nsys_cell} "
+            f"| {_s(cold_s)} | {_ratio(cold_s, nsys_s)} | {_ratio(cold_s, sq['scan_s'])} | {_s(warm_s)} "
+            f"| {cold['peak_rss_mb']:.0f} / {warm['peak_rss_mb']:.0f} "
+            f"| {(r['html_bytes'] or 0) / 2**20:.2f} MB | {r['store_bytes'] / 2**20:,.0f} MB "
+            f"| {', '.join(left) if left else 'none'} |"
+        )
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cores = os.cpu_count()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    load = os.getloadavg()[0]
+    return (f"{platform.machine()}, {cores} cores, {mem:.0f} GiB RAM, Python {platform.python_version()}, "
+            f"load average {load:.1f} at the start")
+
+
+def write_doc(text: str) -> None:
+    doc = DOC.read_text(encoding="utf-8") if DOC.exists() else f"# Performance\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in doc or END not in doc:
+        doc += f"\n{BEGIN}\n{END}\n"
+    start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
+    DOC.write_text(doc[:start] + "\n" + text + "\n" + doc[end:], encoding="utf-8")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="real nsys export to replay")
+    ap.add_argument("--kernels", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()), help="where exports are built")
+    ap.add_argument("--keep", action="store_true", help="keep the built exports")
+    ap.add_argument("--profile", action="store_true", help="cProfile one more cold analyze per size")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
+    ap.add_argument("--json", type=Path, help="also write the raw measurements here")
+    args = ap.parse_args()
+    if not args.source.exists():
+        sys.exit(f"source export not found: {args.source} (the real traces live in ../shared/traces)")
+    started = dt.datetime.now(dt.timezone.utc)
+    header = f"Measured {started:%Y-%m-%d %H:%M} UTC on {machine()}; source `{args.source.name}`."
+    print(header, flush=True)
+    rows = []
+    for n in args.kernels:
+        before = {p.name for p in Path(tempfile.gettempdir()).iterdir()}
+        row = bench_size(args.source, n, args.out, args.keep, args.profile)
+        row["temp_left"] = new_temp_entries(before)
+        rows.append(row)
+        print(table([row]).splitlines()[-1], flush=True)
+        for key in ("cold", "warm"):
+            if row[key]["rc"] != 0:
+                print(f"  {key} analyze failed (exit {row[key]['rc']}): {row[key].get('stderr', '')}", flush=True)
+        if row.get("profile"):
+            print(row["profile"], flush=True)
+    text = header + "\n\n" + table(rows)
+    print("\n" + text)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str), encoding="utf-8")
+    if not args.no_write:
+        write_doc(text)
+        print(f"\nwritten to {DOC.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The rule engine: load rule folders, run each on each capture of a store, judge, rank findings by impact.
+
+Every selected rule gets exactly one :class:`~nsight_advisor.engine.model.Outcome` per analysis (findings,
+clean, skipped or errored); a rule that fails never stops the others.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import duckdb
+
+from nsight_advisor.engine.config import apply_params, find_config, select_rules
+from nsight_advisor.engine.model import AnalysisResult, Outcome, severity_rank
+from nsight_advisor.engine.rules import Rule, load_rules
+from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
+
+#: Columns of ``captures`` that reports may show (never paths or environment data).
+CAPTURE_COLUMNS = ("capture_id", "source_name", "format", "tool", "tool_version", "export_schema_version",
+                   "start_ns", "end_ns", "duration_ns")
+
+
+def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, rules_dirs: Iterable[Path] = (),
+                 config_path: Path | None = None, overrides: Iterable[str] = (), select: Iterable[str] = (),
+                 ignore: Iterable[str] = (), progress: bool = False, include_builtin: bool = True,
+                 time_limit_s: float | None = None) -> AnalysisResult:
+    """Run the built-in rules and those in ``rules_dirs`` over ``capture_ids`` of the store behind ``con``.
+
+    Config comes from ``config_path``, else ``./nsight-advisor.toml``, else ``[tool.nsight-advisor]`` in
+    ``./pyproject.toml``; ``overrides`` are ``RULE.PARAM=VALUE`` strings. Bad rules or config raise
+    RuleError/ConfigError before anything runs.
+    """
+    config = find_config(config_path)
+    rules = load_rules([*config.rules_dirs, *map(Path, rules_dirs)], include_builtin=include_builtin)
+    rules = apply_params(rules, config, overrides)
+    rules = select_rules(rules, config, select, ignore)
+    limit = time_limit_s or config.rule_time_limit_s or DEFAULT_TIME_LIMIT_S
+    return analyze_with_rules(con, capture_ids, rules, progress=progress, time_limit_s=limit)
+
+
+def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], rules: list[Rule], *,
+                       progress: bool = False, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> AnalysisResult:
+    """Run already loaded ``rules`` over ``capture_ids``; one outcome per rule, findings ranked by impact."""
+    from nsight_advisor import __version__
+    from nsight_advisor.engine.summary import build_summary
+
+    captures = read_captures(con, capture_ids)
+    disable_external_access(con)
+    findings, outcomes = [], []
+    for n, rule in enumerate(rules, 1):
+        if progress:
+            print(f"[{n}/{len(rules)}] {rule.id} {rule.name}", file=sys.stderr)
+        started = time.monotonic()
+        results = [(c, run_rule_on_capture(con, rule, c, time_limit_s=time_limit_s)) for c in captures]
+        outcome = combine_outcomes(rule, results, len(captures))
+        outcome.elapsed_s = round(time.monotonic() - started, 4)
+        outcomes.append(outcome)
+        for _, res in results:
+            findings.extend(res.findings)
+    findings.sort(key=lambda f: (-f.impact_ns, -severity_rank(f.severity), f.rule_id, f.capture_id))
+    summary = build_summary(con, list(capture_ids))
+    return AnalysisResult(tool={"name": "nsight-advisor", "version": __version__},
+                          captures=[_public_capture(c) for c in captures], findings=findings, outcomes=outcomes,
+                          summary=summary)
+
+
+def read_captures(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> list[dict]:
+    """Rows of ``captures`` (the public columns) plus each capture's GPUs, in ``capture_ids`` order."""
+    ids = list(capture_ids)
+    if not ids:
+        return []
+    cols = ", ".join(CAPTURE_COLUMNS)
+    rows = con.execute(f"select {cols} from captures where capture_id in (select unnest(?::integer[]))",
+                       [ids]).fetchall()
+    by_id = {r[0]: dict(zip(CAPTURE_COLUMNS, r)) for r in rows}
+    gpus = con.execute(
+        "select capture_id, device_id, name, sm_count, compute_capability from gpus "
+        "where capture_id in (select unnest(?::integer[])) order by capture_id, device_id", [ids]).fetchall()
+    out = []
+    for cid in ids:
+        cap = by_id.get(cid) or {c: None for c in CAPTURE_COLUMNS} | {"capture_id": cid}
+        cap["gpus"] = [{"device_id": d, "name": n, "sm_count": s, "compute_capability": cc}
+                       for (g, d, n, s, cc) in gpus if g == cid]
+        out.append(cap)
+    return out
+
+
+def _public_capture(capture: dict) -> dict:
+    from nsight_advisor.engine.runner import json_value
+
+    return {k: json_value(v) for k, v in capture.items()}
+
+
+def combine_outcomes(rule: Rule, results: list, n_captures: int) -> Outcome:
+    """One outcome for a rule from its per-capture results: errored > findings > clean > skipped."""
+    multi = n_captures > 1
+
+    def label(capture: dict, text: str) -> str:
+        return f"capture {capture['capture_id']} ({capture.get('source_name')}): {text}" if multi else text
+
+    errored = [(c, r) for c, r in results if r.status == "errored"]
+    n_findings = sum(len(r.findings) for _, r in results)
+    if errored:
+        return Outcome(rule.id, rule.name, "errored", reason="; ".join(label(c, r.reason) for c, r in errored),
+                       findings=n_findings)
+    if n_findings:
+        rows = sum(r.firing_rows for _, r in results)
+        return Outcome(rule.id, rule.name, "findings", reason=f"{rows} firing row(s)", findings=n_findings)
+    ran = [(c, r) for c, r in results if r.status == "clean"]
+    if ran:
+        skipped = [(c, r) for c, r in results if r.status == "skipped"]
+        reason = "; ".join(label(c, "skipped: " + r.reason) for c, r in skipped)
+        return Outcome(rule.id, rule.name, "clean", reason=reason)
+    if not results:
+        return Outcome(rule.id, rule.name, "skipped", reason="no captures to analyze")
+    skipped = [r for _, r in results]
+    reason = "; ".join(label(c, r.reason) for c, r in results)
+    option = next((r.capture_option for r in skipped if r.capture_option), "")
+    return Outcome(rule.id, rule.name, "skipped", reason=reason, capture_option=option)
+
+
+__all__ = ["run_analysis", "analyze_with_rules", "read_captures"]

@@ -1,0 +1,191 @@
+"""``rules lint``: check rule folders without a capture.
+
+Checks, each reported as ``FILE: key: problem; fix``: the folder loads (keys, types); ids and names are unique
+(also against the built-in rules); every ``$param`` in query.sql is declared and every declared param is used;
+query.sql is one SELECT that runs against an empty store of the normalized schema; the judgement, impact,
+order, group and evidence columns are in its result; message placeholders exist; docs sections are not empty;
+principles exist in the guide catalog; cases.toml loads and has at least one firing and one clean case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsight_advisor.catalog import get_principle
+from nsight_advisor.engine.rules import DOC_SECTIONS, Rule, load_rule, query_params, rule_folders
+from nsight_advisor.errors import RuleError
+
+_MESSAGE_NAMES = {"rows", "impact", "impact_ns", "impact_pct", "threshold", "observed", "group", "top"}
+
+
+@dataclass
+class Problem:
+    """One lint finding about a rule folder."""
+
+    path: Path
+    key: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.key + ': ' if self.key else ''}{self.text}"
+
+
+def lint_folders(folders: list[Path], *, others: list[Rule] = ()) -> tuple[list[Rule], list[Problem]]:
+    """Lint each rule folder; ``others`` are rules (built-in) whose ids and names must not be reused."""
+    problems: list[Problem] = []
+    rules: list[Rule] = []
+    for folder in folders:
+        try:
+            rules.append(load_rule(folder))
+        except RuleError as exc:
+            problems.append(Problem(folder / "rule.toml", "", _strip_path(str(exc), folder)))
+    problems += _unique(rules, list(others))
+    for rule in rules:
+        problems += lint_rule(rule)
+    return rules, problems
+
+
+def _strip_path(text: str, folder: Path) -> str:
+    # RuleError texts start with the file; Problem prints it already when it is rule.toml.
+    prefix = f"{folder / 'rule.toml'}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def _unique(rules: list[Rule], others: list[Rule]) -> list[Problem]:
+    problems = []
+    seen_id: dict[str, Rule] = {}
+    seen_name: dict[str, Rule] = {}
+    for rule in others:
+        seen_id[rule.id] = rule
+        seen_name[rule.name] = rule
+    for rule in rules:
+        for key, seen, what in ((rule.id, seen_id, "id"), (rule.name, seen_name, "name")):
+            other = seen.get(key)
+            if other is not None and other.folder.resolve() != rule.folder.resolve():
+                problems.append(Problem(rule.rule_toml, what, f"{key!r} is already used by {other.rule_toml}; "
+                                        f"give this rule a unique {what}"))
+            else:
+                seen[key] = rule
+    return problems
+
+
+def lint_rule(rule: Rule) -> list[Problem]:
+    """Every problem of one loaded rule."""
+    problems: list[Problem] = []
+    toml = rule.rule_toml
+
+    def add(path: Path, key: str, text: str) -> None:
+        problems.append(Problem(path, key, text))
+
+    for field_name, value in (("title", rule.title), ("finding.message", rule.finding.message),
+                              ("finding.fix", rule.finding.fix)):
+        if not value.strip():
+            add(toml, field_name, "empty; write it")
+    for section in DOC_SECTIONS:
+        if not rule.docs.get(section, "").strip():
+            add(toml, f"docs.{section}", "empty; every docs section (what, why, fix, limits) needs text")
+    for name, param in rule.params.items():
+        if not param.why.strip():
+            add(toml, f"params.{name}.why", "empty; say why that number, with its source")
+    for pid in rule.principles:
+        if get_principle(pid) is None:
+            add(toml, "principles", f"{pid!r} is not in the guide catalog; use an id from "
+                "nsight_advisor/catalog/principles.toml (docs/rule-format.md lists them)")
+
+    # Parameters: declared <-> used.
+    used_in_query = query_params(rule.query)
+    for name in used_in_query:
+        if name != "capture_id" and name not in rule.params:
+            add(rule.query_path, f"${name}", f"not declared; add [params.{name}] to rule.toml or remove it")
+    text_fields = _fields(rule.finding.message) + _fields(rule.finding.fix)
+    judge_text = (rule.folder / "judge.py").read_text(encoding="utf-8") if rule.judge else ""
+    for name in rule.params:
+        used = (name in used_in_query or (rule.judgement and rule.judgement.param == name)
+                or name in text_fields or (judge_text and name in judge_text))
+        if not used:
+            add(toml, f"params.{name}", "declared but never used (not in query.sql, the judgement, the message "
+                "or judge.py); use it or remove it")
+
+    columns = _result_columns(rule, problems)
+    if columns is not None:
+        spec = rule.finding
+        wanted = [("finding.impact_column", spec.impact_column), ("finding.order_by", spec.order_by)]
+        if spec.group_by:
+            wanted.append(("finding.group_by", spec.group_by))
+        if rule.judgement:
+            wanted.append(("judgement.column", rule.judgement.column))
+        wanted += [("finding.evidence_columns", c) for c in spec.evidence_columns]
+        for key, col in wanted:
+            if col not in columns:
+                add(toml, key, f"column {col!r} is not in the query's result ({', '.join(columns)}); "
+                    "return it from query.sql or fix the name")
+        for key, template in (("finding.message", spec.message), ("finding.fix", spec.fix)):
+            for field_name in _fields(template):
+                base, _, attr = field_name.partition(".")
+                base = base.split("[")[0]
+                if base == "top":
+                    if not attr or attr.split("[")[0] not in columns:
+                        add(toml, key, f"placeholder {{{field_name}}}: the query has no column {attr!r}; "
+                            f"use {{top.COLUMN}} with one of {', '.join(columns)}")
+                elif base not in _MESSAGE_NAMES and base not in rule.params:
+                    add(toml, key, f"placeholder {{{field_name}}} is unknown; use rows, impact, impact_pct, "
+                        "threshold, observed, group, top.COLUMN or a param name")
+        if not rule.judgement and not rule.judge:
+            add(toml, "judgement", "missing; add [judgement] or judge.py")
+
+    problems += _lint_cases(rule)
+    return problems
+
+
+def _fields(template: str) -> list[str]:
+    from nsight_advisor.engine.runner import message_fields
+
+    try:
+        return message_fields(template)
+    except ValueError:
+        return []
+
+
+def _result_columns(rule: Rule, problems: list[Problem]) -> list[str] | None:
+    """Column names of the query run on an empty store (None, with a problem added, when it does not run)."""
+    from nsight_advisor.engine.cases import empty_store
+    from nsight_advisor.engine.runner import RuleRunError, bind_params, check_single_select
+
+    con = empty_store()
+    try:
+        sql = check_single_select(con, rule.query)
+        params = bind_params(rule, sql, 1)
+    except RuleRunError as exc:
+        if "not declared" not in str(exc):
+            problems.append(Problem(rule.query_path, "", str(exc)))
+        return None
+    try:
+        cur = con.execute(f"select * from ({sql}) limit 0", params)
+        return [d[0] for d in cur.description]
+    except Exception as exc:  # DuckDB binder/parser/permission errors: the rule's fault
+        from nsight_advisor.engine.runner import _first_lines
+
+        problems.append(Problem(rule.query_path, "", f"does not run against the normalized schema: "
+                                f"{_first_lines(exc)}"))
+        return None
+
+
+def _lint_cases(rule: Rule) -> list[Problem]:
+    from nsight_advisor.engine.cases import load_cases
+
+    path = rule.cases_path
+    if not path.exists():
+        return [Problem(path, "", "missing; add at least one case that fires and one that stays clean")]
+    try:
+        cases = load_cases(rule)
+    except RuleError as exc:
+        text = str(exc)
+        return [Problem(path, "", text[len(f"{path}: "):] if text.startswith(f"{path}: ") else text)]
+    problems = []
+    expects = {c.expect for c in cases}
+    if "findings" not in expects:
+        problems.append(Problem(path, "case", 'no case fires; add one with expect = "findings"'))
+    if "clean" not in expects:
+        problems.append(Problem(path, "case", 'no clean case; add one with expect = "clean"'))
+    return problems

@@ -1,0 +1,442 @@
+"""Rule folders: load ``rule.toml`` + ``query.sql`` (+ ``judge.py``) into a validated :class:`Rule`.
+
+Validation happens at load time and is strict: unknown keys, missing keys and wrong types raise
+:class:`~nsight_advisor.errors.RuleError` naming the file, the key and the fix. The format is described in
+``docs/rule-format.md``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+from nsight_advisor.engine.model import SEVERITIES
+from nsight_advisor.errors import RuleError
+from nsight_advisor.schema.tables import table_names
+
+CATEGORIES = ("launch", "occupancy", "memory", "compute", "precision", "sync", "transfer", "timeline")
+STATUSES = ("preview", "stable")
+PARAM_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+OPS = ("<", "<=", ">", ">=", "==", "!=")
+DOC_SECTIONS = ("what", "why", "fix", "limits")
+
+ID_RE = re.compile(r"^[A-Z]{1,8}[0-9]{2,5}$")
+NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: Rows one finding keeps as evidence at most, whatever a rule asks for.
+MAX_EVIDENCE_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter: type, default, unit and why that number."""
+
+    name: str
+    type: str
+    default: Any
+    unit: str = ""
+    why: str = ""
+
+    def coerce(self, value: Any, where: str) -> Any:
+        """``value`` checked against this param's type (ints are accepted for floats), or RuleError."""
+        return coerce_value(value, self.type, where)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """Data a rule needs: rows in a normalized table, an ncu metric, or an nsys GPU metric."""
+
+    kind: str  # table | metric | gpu_metric
+    value: str
+    capture_option: str
+
+    def describe(self) -> str:
+        return {"table": f"rows in {self.value}", "metric": f"Nsight Compute metric {self.value}",
+                "gpu_metric": f"GPU metric '{self.value}'"}[self.kind]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A row fires when ``row[column] <op> params[param]``."""
+
+    column: str
+    op: str
+    param: str
+
+
+@dataclass(frozen=True)
+class FindingSpec:
+    """How firing rows become findings: grouping, impact, evidence, severity, message and fix."""
+
+    message: str
+    fix: str
+    impact_column: str = "impact_ns"
+    group_by: str = ""
+    order_by: str = ""
+    evidence_columns: tuple[str, ...] = ()
+    evidence_limit: int = 20
+    severity_by_impact_pct: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass
+class Rule:
+    """A loaded, validated rule folder."""
+
+    id: str
+    name: str
+    title: str
+    category: str
+    severity: str
+    status: str
+    principles: tuple[str, ...]
+    requires: tuple[Requirement, ...]
+    params: dict[str, Param]
+    judgement: Judgement | None
+    finding: FindingSpec
+    docs: dict[str, str]
+    query: str
+    folder: Path
+    judge: Callable[[dict, dict], bool] | None = None
+    builtin: bool = False
+    param_values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rule_toml(self) -> Path:
+        return self.folder / "rule.toml"
+
+    @property
+    def query_path(self) -> Path:
+        return self.folder / "query.sql"
+
+    @property
+    def cases_path(self) -> Path:
+        return self.folder / "cases.toml"
+
+    def values(self) -> dict[str, Any]:
+        """Every param's value: defaults, then config and --set overrides."""
+        out = {name: p.default for name, p in self.params.items()}
+        out.update(self.param_values)
+        return out
+
+    def with_params(self, overrides: dict[str, Any]) -> "Rule":
+        """A copy whose params are overridden by ``overrides`` (already coerced)."""
+        clone = Rule(**{k: getattr(self, k) for k in self.__dataclass_fields__})
+        clone.param_values = {**self.param_values, **overrides}
+        return clone
+
+
+# --- typed access to TOML tables, each failure naming the file, key and fix -------------------------------
+
+class _Table:
+    """A TOML table being validated: remembers which keys were read, to reject unknown ones."""
+
+    def __init__(self, data: dict, path: Path, prefix: str = ""):
+        self.data, self.path, self.prefix = data, path, prefix
+        self.seen: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    def fail(self, name: str, problem: str, fix: str) -> RuleError:
+        return RuleError(f"{self.path}: key '{self.key(name)}': {problem}; {fix}")
+
+    def get(self, name: str, types: type | tuple[type, ...], *, required: bool = True, default: Any = None,
+            fix: str = "") -> Any:
+        self.seen.add(name)
+        if name not in self.data:
+            if required:
+                raise self.fail(name, "missing", fix or f"add {self.key(name)} = ...")
+            return default
+        value = self.data[name]
+        if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+            raise self.fail(name, f"expected {_type_names(types)}, got a boolean", fix or "fix the value")
+        if not isinstance(value, types):
+            raise self.fail(name, f"expected {_type_names(types)}, got {_toml_type(value)} {value!r}",
+                            fix or "fix the value's type")
+        return value
+
+    def choice(self, name: str, choices: Iterable[str], *, required: bool = True, default: str = "") -> str:
+        value = self.get(name, str, required=required, default=default)
+        choices = tuple(choices)
+        if value not in choices:
+            raise self.fail(name, f"{value!r} is not one of {', '.join(choices)}", "use one of those")
+        return value
+
+    def str_list(self, name: str, *, required: bool = True) -> list[str]:
+        value = self.get(name, list, required=required, default=[])
+        for item in value:
+            if not isinstance(item, str):
+                raise self.fail(name, f"expected a list of strings, found {_toml_type(item)} {item!r}",
+                                "quote every item")
+        return value
+
+    def reject_unknown(self, allowed_extra: Iterable[str] = ()) -> None:
+        unknown = sorted(set(self.data) - self.seen - set(allowed_extra))
+        if unknown:
+            known = ", ".join(sorted(self.seen))
+            raise self.fail(unknown[0], "unknown key", f"remove it or use one of: {known} (docs/rule-format.md)")
+
+
+def _type_names(types: type | tuple[type, ...]) -> str:
+    types = types if isinstance(types, tuple) else (types,)
+    return " or ".join(_toml_type_name(t) for t in types)
+
+
+def _toml_type_name(t: type) -> str:
+    return {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list",
+            dict: "a table"}.get(t, t.__name__)
+
+
+def _toml_type(value: Any) -> str:
+    return _toml_type_name(type(value)).replace("an integer", "integer").replace("a ", "")
+
+
+def coerce_value(value: Any, type_name: str, where: str) -> Any:
+    """Check ``value`` against a param type (int | float | str | bool); RuleError naming ``where`` otherwise."""
+    if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    expected = PARAM_TYPES[type_name]
+    if type_name in ("int", "float") and isinstance(value, bool):
+        raise RuleError(f"{where}: expected {type_name}, got a boolean {value!r}; write a number")
+    if not isinstance(value, expected):
+        hint = "remove the quotes" if isinstance(value, str) and type_name != "str" else f"write a {type_name}"
+        raise RuleError(f"{where}: expected {type_name}, got {type(value).__name__} {value!r}; {hint}")
+    return value
+
+
+# --- loading ---------------------------------------------------------------------------------------------
+
+_TOP_KEYS = ("id", "name", "title", "category", "severity", "status", "principles", "requires", "params",
+             "judgement", "finding", "docs")
+
+
+def read_toml(path: Path) -> dict:
+    """Parse a TOML file; RuleError with the file and line when it is not valid TOML."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RuleError(f"{path}: missing; every rule folder needs rule.toml, query.sql and cases.toml") from None
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(f"{path}: invalid TOML: {exc}") from None
+
+
+def load_rule(folder: Path, *, builtin: bool = False) -> Rule:
+    """Load and validate one rule folder."""
+    folder = Path(folder)
+    path = folder / "rule.toml"
+    top = _Table(read_toml(path), path)
+
+    rule_id = top.get("id", str, fix='add a stable code such as id = "NA901"')
+    if not ID_RE.match(rule_id):
+        raise top.fail("id", f"{rule_id!r} is not a rule code", 'use capital letters then digits, e.g. "NA901"')
+    name = top.get("name", str, fix=f'add name = "{folder.name}"')
+    if not NAME_RE.match(name):
+        raise top.fail("name", f"{name!r} is not a rule name", "use lowercase words joined by '-', e.g. small-grid")
+    if name != folder.name:
+        raise top.fail("name", f"{name!r} differs from the folder name {folder.name!r}",
+                       "rename the folder or the rule so they match")
+    title = top.get("title", str)
+    category = top.choice("category", CATEGORIES)
+    severity = top.choice("severity", SEVERITIES)
+    status = top.choice("status", STATUSES, required=False, default="preview")
+    principles = tuple(top.str_list("principles", required=True))
+    if not principles:
+        raise top.fail("principles", "empty", "cite at least one id from nsight_advisor/catalog/principles.toml")
+
+    requires = tuple(_load_requires(top.get("requires", list, required=False, default=[]), path))
+    params = _load_params(top.get("params", dict, required=False, default={}), path)
+
+    query_path = folder / "query.sql"
+    try:
+        query = query_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RuleError(f"{query_path}: missing; write the rule's SELECT there (docs/rule-format.md)") from None
+    if not query.strip():
+        raise RuleError(f"{query_path}: empty; write the rule's SELECT there")
+
+    judge = _load_judge(folder / "judge.py") if (folder / "judge.py").exists() else None
+    judgement_raw = top.get("judgement", dict, required=judge is None,
+                            fix="add [judgement] column/op/param, or a judge.py with judge(row, params)")
+    judgement = _load_judgement(judgement_raw, path, params) if judgement_raw is not None else None
+
+    finding = _load_finding(top.get("finding", dict), path)
+    docs = _load_docs(top.get("docs", dict, fix="add a [docs] table with what, why, fix and limits"), path)
+    top.reject_unknown()
+
+    return Rule(id=rule_id, name=name, title=title, category=category, severity=severity, status=status,
+                principles=principles, requires=requires, params=params, judgement=judgement, finding=finding,
+                docs=docs, query=query, folder=folder, judge=judge, builtin=builtin)
+
+
+def _load_requires(items: list, path: Path) -> list[Requirement]:
+    out = []
+    for i, raw in enumerate(items):
+        if not isinstance(raw, dict):
+            raise RuleError(f"{path}: key 'requires[{i}]': expected a table; write [[requires]] table = \"kernels\"")
+        t = _Table(raw, path, f"requires[{i}].")
+        kinds = [k for k in ("table", "metric", "gpu_metric") if k in raw]
+        if len(kinds) != 1:
+            raise t.fail("table", "needs exactly one of table, metric or gpu_metric",
+                         'write table = "kernels" (or metric = "...", gpu_metric = "...")')
+        kind = kinds[0]
+        value = t.get(kind, str)
+        if kind == "table" and value not in table_names():
+            raise t.fail("table", f"{value!r} is not a normalized table",
+                         f"use one of: {', '.join(table_names())}")
+        option = t.get("capture_option", str, fix='add capture_option = "nsys profile --trace=cuda" (what records it)')
+        t.reject_unknown()
+        out.append(Requirement(kind, value, option))
+    return out
+
+
+def _load_params(raw: dict, path: Path) -> dict[str, Param]:
+    out = {}
+    for name, spec in raw.items():
+        if not IDENT_RE.match(name) or name == "capture_id":
+            raise RuleError(f"{path}: key 'params.{name}': not a usable parameter name; "
+                            "use letters, digits and '_' (capture_id is reserved)")
+        if not isinstance(spec, dict):
+            raise RuleError(f"{path}: key 'params.{name}': expected a table; write [params.{name}] with type, "
+                            "default, unit and why")
+        t = _Table(spec, path, f"params.{name}.")
+        type_name = t.choice("type", tuple(PARAM_TYPES))
+        t.seen.add("default")
+        if "default" not in spec:
+            raise t.fail("default", "missing", f"add default = ... (a {type_name})")
+        default = coerce_value(spec["default"], type_name, f"{path}: key 'params.{name}.default'")
+        unit = t.get("unit", str, required=False, default="")
+        why = t.get("why", str, fix="say why that number, with its source (e.g. a guide section)")
+        t.reject_unknown()
+        out[name] = Param(name, type_name, default, unit, why)
+    return out
+
+
+def _load_judgement(raw: dict, path: Path, params: dict[str, Param]) -> Judgement:
+    t = _Table(raw, path, "judgement.")
+    column = t.get("column", str, fix="name the query column holding the observed value")
+    op = t.choice("op", OPS)
+    param = t.get("param", str, fix="name the [params] entry holding the threshold")
+    t.reject_unknown()
+    if param not in params:
+        raise t.fail("param", f"{param!r} is not declared under [params]", f"add [params.{param}]")
+    return Judgement(column, op, param)
+
+
+def _load_finding(raw: dict, path: Path) -> FindingSpec:
+    t = _Table(raw, path, "finding.")
+    message = t.get("message", str, fix="write the finding's message, e.g. '{rows} kernel(s) ... ({observed} < {threshold})'")
+    fix = t.get("fix", str, fix="write what to change, in one or two sentences")
+    impact_column = t.get("impact_column", str, required=False, default="impact_ns")
+    group_by = t.get("group_by", str, required=False, default="")
+    order_by = t.get("order_by", str, required=False, default="") or impact_column
+    evidence = tuple(t.str_list("evidence_columns", required=True))
+    if not evidence:
+        raise t.fail("evidence_columns", "empty", "list the query columns that prove the finding")
+    limit = t.get("evidence_limit", int, required=False, default=20)
+    if not 1 <= limit <= MAX_EVIDENCE_LIMIT:
+        raise t.fail("evidence_limit", f"{limit} is out of range", f"use 1..{MAX_EVIDENCE_LIMIT}")
+    sev_raw = t.get("severity_by_impact_pct", dict, required=False, default={})
+    levels = []
+    for level, pct in sev_raw.items():
+        if level not in SEVERITIES:
+            raise t.fail("severity_by_impact_pct", f"{level!r} is not a severity", f"use {', '.join(SEVERITIES)}")
+        if isinstance(pct, bool) or not isinstance(pct, (int, float)):
+            raise t.fail("severity_by_impact_pct", f"threshold for {level} is not a number",
+                         "write e.g. { warning = 1.0, error = 10.0 }")
+        levels.append((level, float(pct)))
+    t.reject_unknown()
+    return FindingSpec(message=message, fix=fix, impact_column=impact_column, group_by=group_by,
+                       order_by=order_by, evidence_columns=evidence, evidence_limit=limit,
+                       severity_by_impact_pct=tuple(levels))
+
+
+def _load_docs(raw: dict, path: Path) -> dict[str, str]:
+    t = _Table(raw, path, "docs.")
+    docs = {s: t.get(s, str, fix=f"add docs.{s} (sections: what, why, fix, limits)") for s in DOC_SECTIONS}
+    t.reject_unknown()
+    return docs
+
+
+def _load_judge(path: Path) -> Callable[[dict, dict], bool]:
+    spec = importlib.util.spec_from_file_location(f"nsight_advisor_judge_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # a user's file: report any failure as a rule error
+        raise RuleError(f"{path}: cannot be imported ({type(exc).__name__}: {exc})") from None
+    judge = getattr(module, "judge", None)
+    if not callable(judge):
+        raise RuleError(f"{path}: defines no judge(row, params) function; add one returning True when the row fires")
+    return judge
+
+
+def rule_folders(directory: Path) -> list[Path]:
+    """The rule folders in ``directory`` (or ``directory`` itself when it is one), sorted by name."""
+    directory = Path(directory)
+    if (directory / "rule.toml").is_file():
+        return [directory]
+    if not directory.is_dir():
+        raise RuleError(f"{directory}: no such rules folder; pass a folder of rule folders (each with rule.toml)")
+    return sorted(p for p in directory.iterdir() if p.is_dir() and (p / "rule.toml").is_file())
+
+
+def load_rules(rules_dirs: Iterable[Path] = (), *, include_builtin: bool = True) -> list[Rule]:
+    """Built-in rules (unless ``include_builtin`` is false) and every rule in ``rules_dirs``, ids unique."""
+    from nsight_advisor.resources import builtin_rules_dir
+
+    rules: list[Rule] = []
+    if include_builtin and builtin_rules_dir().is_dir():
+        rules += [load_rule(f, builtin=True) for f in rule_folders(builtin_rules_dir())]
+    for directory in rules_dirs:
+        rules += [load_rule(f) for f in rule_folders(Path(directory))]
+    check_unique(rules)
+    return rules
+
+
+def check_unique(rules: list[Rule]) -> None:
+    """RuleError when two rules share an id or a name."""
+    seen_id: dict[str, Rule] = {}
+    seen_name: dict[str, Rule] = {}
+    for rule in rules:
+        for key, seen, what in ((rule.id, seen_id, "id"), (rule.name, seen_name, "name")):
+            other = seen.get(key)
+            if other is not None and other.folder.resolve() != rule.folder.resolve():
+                raise RuleError(f"{rule.rule_toml}: key '{what}': {key!r} is already used by {other.rule_toml}; "
+                                f"give this rule another {what}")
+            seen[key] = rule
+
+
+def find_rule(rules: list[Rule], key: str) -> Rule | None:
+    """The rule whose id (case-insensitive) or name is ``key``."""
+    for rule in rules:
+        if rule.id.lower() == key.lower() or rule.name == key:
+            return rule
+    return None
+
+
+_SQL_SKIP = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.S)
+_SQL_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def query_params(sql: str) -> list[str]:
+    """Names of the ``$params`` a query uses (comments, strings and quoted identifiers ignored), in order."""
+    stripped = _SQL_SKIP.sub(" ", sql)
+    seen: list[str] = []
+    for m in _SQL_PARAM.finditer(stripped):
+        if m.group(1) not in seen:
+            seen.append(m.group(1))
+    return seen

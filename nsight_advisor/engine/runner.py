@@ -1,0 +1,404 @@
+"""Run one rule on one capture: check its requirements, run its query safely, judge rows, build findings.
+
+Safety: the caller disables external access on the database (no files, no extensions, no ATTACH), the rule's
+text must be exactly one SELECT, every query runs on its own cursor that a timer interrupts after the time
+limit, and at most a bounded number of rows is ever fetched.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import math
+import string
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+from nsight_advisor.catalog import get_principle
+from nsight_advisor.engine.model import Finding, PrincipleRef, severity_rank
+from nsight_advisor.engine.rules import Rule, query_params
+
+#: Seconds one rule query may run before it is interrupted (config: rule_time_limit_s).
+DEFAULT_TIME_LIMIT_S = 60.0
+#: Candidate rows fetched at most for a judge.py rule.
+MAX_CANDIDATE_ROWS = 100_000
+#: Findings one rule makes on one capture at most (one per group_by value).
+MAX_GROUPS = 50
+
+
+class RuleRunError(Exception):
+    """The rule could not run on this capture; the message is the outcome's reason."""
+
+
+@dataclass
+class CaptureResult:
+    """What one rule did on one capture."""
+
+    status: str  # findings | clean | skipped | errored
+    reason: str = ""
+    capture_option: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    firing_rows: int = 0
+
+
+def disable_external_access(con: duckdb.DuckDBPyConnection) -> None:
+    """Forbid file system access, extensions and ATTACH for the rest of this database's life."""
+    con.execute("SET enable_external_access = false")
+
+
+def run_rule_on_capture(con: duckdb.DuckDBPyConnection, rule: Rule, capture: dict, *,
+                        time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> CaptureResult:
+    """Run ``rule`` for one capture (a row of ``captures`` as a dict); never raises for a rule's fault."""
+    capture_id = capture["capture_id"]
+    try:
+        missing = _missing_requirement(con, rule, capture_id)
+        if missing is not None:
+            return missing
+        groups = _firing_groups(con, rule, capture_id, time_limit_s)
+        findings = [_make_finding(rule, capture, g) for g in groups]
+    except RuleRunError as exc:
+        return CaptureResult("errored", reason=str(exc))
+    if not findings:
+        return CaptureResult("clean")
+    return CaptureResult("findings", findings=findings, firing_rows=sum(g.total_rows for g in groups))
+
+
+# --- requirements ----------------------------------------------------------------------------------------
+
+def _missing_requirement(con, rule: Rule, capture_id: int) -> CaptureResult | None:
+    for req in rule.requires:
+        if req.kind == "table":
+            sql, args = f"select 1 from {req.value} where capture_id = ? limit 1", [capture_id]
+        elif req.kind == "metric":
+            sql, args = "select 1 from ncu_metrics where capture_id = ? and metric = ? limit 1", [capture_id, req.value]
+        else:
+            sql, args = "select 1 from gpu_metrics where capture_id = ? and metric = ? limit 1", [capture_id, req.value]
+        try:
+            present = con.execute(sql, args).fetchone() is not None
+        except duckdb.Error as exc:
+            raise RuleRunError(f"checking requirement {req.describe()} failed: {_first_lines(exc)}") from None
+        if not present:
+            reason = f"the capture has no {req.describe()}"
+            note = _capture_missing_note(con, capture_id, req.value)
+            if note:
+                reason += f" ({note})"
+            return CaptureResult("skipped", reason=reason, capture_option=req.capture_option)
+    return None
+
+
+def _capture_missing_note(con, capture_id: int, data: str) -> str:
+    try:
+        row = con.execute("select reason from capture_missing where capture_id = ? and data = ? limit 1",
+                          [capture_id, data]).fetchone()
+    except duckdb.Error:
+        return ""
+    return row[0] if row and row[0] else ""
+
+
+# --- the query -------------------------------------------------------------------------------------------
+
+@dataclass
+class Group:
+    """The firing rows of one finding: the evidence kept, and totals over every firing row."""
+
+    value: Any
+    total_rows: int
+    total_impact: float
+    rows: list[dict]  # evidence order, at most evidence_limit
+    columns: list[str]
+
+
+def check_single_select(con, sql: str) -> str:
+    """``sql`` without a trailing ';' when it is exactly one SELECT; RuleRunError otherwise."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise RuleRunError(f"query.sql does not parse: {_first_lines(exc)}") from None
+    if len(statements) != 1:
+        raise RuleRunError(f"query.sql must hold exactly one SELECT statement, found {len(statements)}")
+    if statements[0].type != duckdb.StatementType.SELECT:
+        raise RuleRunError(f"query.sql must be a SELECT, found a {statements[0].type.name} statement")
+    return sql.strip().rstrip(";").strip()
+
+
+def bind_params(rule: Rule, sql: str, capture_id: int, extra: dict | None = None) -> dict[str, Any]:
+    """The named parameters ``sql`` uses, with their values; RuleRunError for an undeclared one."""
+    values = {**rule.values(), **(extra or {}), "capture_id": capture_id}
+    bound = {}
+    for name in query_params(sql):
+        if name not in values:
+            raise RuleRunError(f"query.sql uses ${name}, which is not declared under [params] in rule.toml")
+        bound[name] = values[name]
+    return bound
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int) -> tuple[list[str], list[tuple]]:
+    """Run ``sql`` on a fresh cursor, interrupted after ``time_limit_s``; at most ``max_rows`` rows fetched."""
+    cur = con.cursor()
+    timer = threading.Timer(time_limit_s, cur.interrupt)
+    timer.daemon = True
+    started = time.monotonic()
+    timer.start()
+    try:
+        cur.execute(sql, params)
+        columns = [d[0] for d in cur.description]
+        rows = cur.fetchmany(max_rows)
+    except duckdb.InterruptException:
+        raise RuleRunError(f"query stopped after the time limit of {time_limit_s:g} s") from None
+    except duckdb.Error as exc:
+        if time.monotonic() - started >= time_limit_s and "interrupt" in str(exc).lower():
+            raise RuleRunError(f"query stopped after the time limit of {time_limit_s:g} s") from None
+        raise RuleRunError(f"query failed: {_first_lines(exc)}") from None
+    finally:
+        timer.cancel()
+        timer.join()
+        cur.close()
+    return columns, rows
+
+
+def _firing_groups(con, rule: Rule, capture_id: int, time_limit_s: float) -> list[Group]:
+    base = check_single_select(con, rule.query)
+    if rule.judge is not None:
+        return _judge_in_python(con, rule, base, capture_id, time_limit_s)
+    return _judge_in_sql(con, rule, base, capture_id, time_limit_s)
+
+
+def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: float) -> list[Group]:
+    # One pass: filter the firing rows, then per group count them, sum their impact and keep the top
+    # evidence_limit rows by order_by. Only (groups x evidence_limit) rows ever leave DuckDB.
+    spec, j = rule.finding, rule.judgement
+    tag = uuid.uuid4().hex[:8]
+    threshold_param = f"na_threshold_{tag}"
+    col = _quote_ident(j.column)
+    part = f"partition by {_quote_ident(spec.group_by)}" if spec.group_by else ""
+    group_expr = _quote_ident(spec.group_by) if spec.group_by else "null"
+    sql = f"""
+        with na_rule_{tag} as ({base}
+        ),
+        na_fire_{tag} as (
+            select * from na_rule_{tag} where {col} {j.op} ${threshold_param}
+        ),
+        na_ranked_{tag} as (
+            select *,
+                   {group_expr} as na_group_{tag},
+                   count(*) over ({part}) as na_rows_{tag},
+                   coalesce(sum({_quote_ident(spec.impact_column)}) over ({part}), 0) as na_impact_{tag},
+                   row_number() over ({part} order by {_quote_ident(spec.order_by)} desc nulls last) as na_rank_{tag}
+            from na_fire_{tag}
+        ),
+        na_grouprank_{tag} as (
+            select *, dense_rank() over (order by na_impact_{tag} desc, na_group_{tag}) as na_grank_{tag}
+            from na_ranked_{tag} where na_rank_{tag} <= {int(spec.evidence_limit)}
+        )
+        select * from na_grouprank_{tag} where na_grank_{tag} <= {MAX_GROUPS}
+        order by na_grank_{tag}, na_rank_{tag}
+    """
+    params = bind_params(rule, base, capture_id)
+    params[threshold_param] = rule.values()[j.param]
+    columns, rows = run_limited(con, sql, params, time_limit_s, MAX_GROUPS * spec.evidence_limit + 1)
+    internal = {f"na_{k}_{tag}" for k in ("group", "rows", "impact", "rank", "grank")}
+    user_cols = [c for c in columns if c not in internal]
+    idx = {c: i for i, c in enumerate(columns)}
+    groups: dict[Any, Group] = {}
+    order: list[Any] = []
+    for r in rows:
+        key = (r[idx[f"na_grank_{tag}"]],)
+        if key not in groups:
+            groups[key] = Group(value=r[idx[f"na_group_{tag}"]], total_rows=int(r[idx[f"na_rows_{tag}"]]),
+                                total_impact=_to_float(r[idx[f"na_impact_{tag}"]]), rows=[], columns=user_cols)
+            order.append(key)
+        groups[key].rows.append({c: r[idx[c]] for c in user_cols})
+    return [groups[k] for k in order]
+
+
+def _judge_in_python(con, rule: Rule, base: str, capture_id: int, time_limit_s: float) -> list[Group]:
+    spec = rule.finding
+    params = bind_params(rule, base, capture_id)
+    columns, rows = run_limited(con, f"select * from ({base}) limit {MAX_CANDIDATE_ROWS}", params,
+                                time_limit_s, MAX_CANDIDATE_ROWS)
+    values = rule.values()
+    firing = []
+    for r in rows:
+        row = dict(zip(columns, r))
+        try:
+            fires = rule.judge(dict(row), dict(values))
+        except Exception as exc:  # a user's judge.py: its failure is this rule's error, not ours
+            raise RuleRunError(f"judge.py raised {type(exc).__name__}: {exc}") from None
+        if fires:
+            firing.append(row)
+    for name in (spec.impact_column, spec.order_by, spec.group_by):
+        if name and firing and name not in columns:
+            raise RuleRunError(f"column {name!r} named in [finding] is not in the query's result")
+    grouped: dict[Any, list[dict]] = {}
+    for row in firing:
+        grouped.setdefault(row.get(spec.group_by) if spec.group_by else None, []).append(row)
+    groups = []
+    for value, members in grouped.items():
+        members.sort(key=lambda row: _sort_key(row.get(spec.order_by)), reverse=True)
+        impact = sum(_to_float(row.get(spec.impact_column)) for row in members)
+        groups.append(Group(value, len(members), impact, members[: spec.evidence_limit], columns))
+    groups.sort(key=lambda g: -g.total_impact)
+    return groups[:MAX_GROUPS]
+
+
+def _sort_key(value: Any) -> tuple:
+    if value is None:
+        return (0, 0)
+    try:
+        return (1, float(value))
+    except (TypeError, ValueError):
+        return (1, 0)
+
+
+# --- findings --------------------------------------------------------------------------------------------
+
+def _make_finding(rule: Rule, capture: dict, group: Group) -> Finding:
+    spec = rule.finding
+    values = rule.values()
+    impact_ns = int(round(group.total_impact)) if math.isfinite(group.total_impact) else 0
+    duration = capture.get("duration_ns") or 0
+    impact_pct = round(100.0 * impact_ns / duration, 3) if duration > 0 else 0.0
+    top = group.rows[0] if group.rows else {}
+    observed = top.get(rule.judgement.column) if rule.judgement else None
+    threshold = values.get(rule.judgement.param) if rule.judgement else None
+    missing = [c for c in spec.evidence_columns if c not in group.columns]
+    if missing:
+        raise RuleRunError(f"evidence column(s) {', '.join(missing)} are not in the query's result "
+                           f"({', '.join(group.columns)})")
+    context = message_context(rule, group.total_rows, impact_ns, impact_pct, observed, threshold, top, group.value)
+    return Finding(
+        rule_id=rule.id, rule_name=rule.name, severity=severity_for(rule, impact_pct), title=rule.title,
+        message=format_message(spec.message, context), capture_id=capture["capture_id"], impact_ns=impact_ns,
+        impact_pct=impact_pct,
+        evidence=[{c: json_value(row.get(c)) for c in spec.evidence_columns} for row in group.rows],
+        evidence_columns=list(spec.evidence_columns), evidence_total_rows=group.total_rows,
+        principles=resolve_principles(rule.principles), fix=format_message(spec.fix, context),
+        category=rule.category, observed=json_value(observed), threshold=json_value(threshold),
+    )
+
+
+def severity_for(rule: Rule, impact_pct: float) -> str:
+    """The highest level of severity_by_impact_pct whose threshold ``impact_pct`` reaches, else the default."""
+    reached = [level for level, pct in rule.finding.severity_by_impact_pct if impact_pct >= pct]
+    return max(reached, key=severity_rank) if reached else rule.severity
+
+
+def resolve_principles(ids) -> list[PrincipleRef]:
+    """Catalog entries for ``ids``; an unknown id keeps its id as title and an empty URL (lint reports it)."""
+    out = []
+    for pid in ids:
+        p = get_principle(pid)
+        out.append(PrincipleRef(id=p.id if p else pid, title=p.link_text if p else pid, url=p.url if p else ""))
+    return out
+
+
+def format_duration_ns(ns: float) -> str:
+    """'850 ns', '12.3 us', '4.56 ms', '1.23 s'."""
+    ns = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}" if abs(ns) / scale < 100 else f"{ns / scale:.0f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+class _Row:
+    """``{top.column}`` in messages: attribute access to the top evidence row."""
+
+    def __init__(self, row: dict):
+        self._row = row
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self._row:
+            raise AttributeError(f"the query has no column {name!r}")
+        return self._row[name]
+
+
+def message_context(rule: Rule, rows: int, impact_ns: int, impact_pct: float, observed: Any, threshold: Any,
+                    top: dict, group: Any) -> dict[str, Any]:
+    """The names a message or fix may use: rows, impact, impact_ns, impact_pct, threshold, observed, top, group,
+    and every param."""
+    return {**rule.values(), "rows": rows, "impact": format_duration_ns(impact_ns), "impact_ns": impact_ns,
+            "impact_pct": impact_pct, "threshold": threshold, "observed": observed, "top": _Row(top),
+            "group": group}
+
+
+class _SafeFormatter(string.Formatter):
+    # A NULL or a non-number under a numeric format spec prints as text instead of failing the rule.
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            return "n/a"
+        if isinstance(value, decimal.Decimal):
+            value = float(value)
+        try:
+            return super().format_field(value, format_spec)
+        except (ValueError, TypeError):
+            return str(value)
+
+
+def format_message(template: str, context: dict[str, Any]) -> str:
+    """Fill a message template; RuleRunError naming the placeholder when one is unknown."""
+    try:
+        return _SafeFormatter().vformat(template, (), context)
+    except (KeyError, AttributeError, IndexError) as exc:
+        raise RuleRunError(f"message placeholder {exc} is unknown (names: rows, impact, impact_pct, threshold, "
+                           "observed, group, top.COLUMN and the params)") from None
+    except ValueError as exc:
+        raise RuleRunError(f"message template is malformed: {exc}") from None
+
+
+def message_fields(template: str) -> list[str]:
+    """Field names a template uses (``top.name`` kept whole); ValueError when malformed."""
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+
+
+def json_value(value: Any) -> Any:
+    """A JSON-ready version of a DuckDB value."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    return str(value)
+
+
+def _to_float(value: Any) -> float:
+    if value is None:
+        return 0.0
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return f if math.isfinite(f) else 0.0
+
+
+def _first_lines(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = lines[0]
+    for line in lines[1:3]:
+        if line.startswith(("Candidate", "Did you mean", "LINE")):
+            text += " " + line
+    return text[:400]

@@ -1,0 +1,294 @@
+"""The report's view of an analysis: the JSON contract as plain data, ranked, bounded and formatted.
+
+Every output format starts from :func:`prepare`, which reads the result as the dict of the JSON contract
+(``AnalysisResult.to_dict()``; fields the engine adds later are carried along, fields it lacks get
+defaults), so the templates never see a half-filled object. Nothing here analyses a capture: it only
+orders, truncates and formats what the engine found.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+SEVERITY_ORDER = {"error": 2, "warning": 1, "info": 0}
+STATUS_ORDER = {"errored": 0, "skipped": 1, "findings": 2, "clean": 3}
+GUIDE_URL = "https://docs.nvidia.com/deeplearning/performance/index.html"
+PROJECT_URL = "https://github.com/nsight-advisor/nsight-advisor"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of an analysis one report shows; every list and string is cut to these, saying what was left out."""
+
+    findings: int = 100
+    evidence_rows: int = 20
+    evidence_columns: int = 10
+    cell_chars: int = 200
+    text_chars: int = 2000
+    outcomes: int = 500
+
+
+HTML_LIMITS = Limits()
+# Used when a report would still exceed the size budget (HTML_MAX_BYTES) with the normal limits.
+HTML_TIGHT_LIMITS = Limits(findings=60, evidence_rows=5, evidence_columns=8, cell_chars=120, text_chars=800)
+HTML_MAX_BYTES = 4_500_000
+
+
+def as_dict(result: Any) -> dict[str, Any]:
+    """The JSON-contract dict of ``result`` (an AnalysisResult or an already converted dict)."""
+    if isinstance(result, Mapping):
+        return dict(result)
+    to_dict = getattr(result, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    raise TypeError(f"cannot render {type(result).__name__}: expected an AnalysisResult or its to_dict()")
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with every leaf turned into a JSON value: NaN/inf -> None, Decimal -> float, dates -> ISO text."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, decimal.Decimal):
+        return jsonable(float(value))
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item):
+        try:
+            return jsonable(item())
+        except (TypeError, ValueError):
+            pass
+    if hasattr(value, "to_dict"):
+        return jsonable(value.to_dict())
+    return str(value)
+
+
+def clip(text: Any, limit: int) -> str:
+    """``text`` as a string of at most ``limit`` characters, ending in '…' when it was cut."""
+    s = "" if text is None else str(text)
+    return s if len(s) <= limit else s[: max(0, limit - 1)] + "…"
+
+
+def fmt_ns(ns: Any) -> str:
+    """A duration in ns as a short human string: '812 ns', '12.3 µs', '4.56 ms', '1.23 s'."""
+    try:
+        v = float(ns)
+    except (TypeError, ValueError):
+        return "–"
+    if not math.isfinite(v):
+        return "–"
+    a = abs(v)
+    if a < 1e3:
+        return f"{v:.0f} ns"
+    if a < 1e6:
+        return f"{v / 1e3:.3g} µs"
+    if a < 1e9:
+        return f"{v / 1e6:.3g} ms"
+    if a < 60e9:
+        return f"{v / 1e9:.3g} s"
+    return f"{v / 60e9:.3g} min"
+
+
+def fmt_pct(pct: Any, digits: int = 1) -> str:
+    """A percentage (0..100) as text, '–' when unknown."""
+    try:
+        v = float(pct)
+    except (TypeError, ValueError):
+        return "–"
+    if not math.isfinite(v):
+        return "–"
+    if 0 < abs(v) < 0.1:
+        return "<0.1%"
+    return f"{v:.{digits}f}%"
+
+
+def fmt_value(value: Any) -> str:
+    """An evidence cell or observed/threshold value as compact text."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        if value == int(value) and abs(value) < 1e15:
+            return f"{int(value):,}"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(fmt_value(v) for v in value)
+    return str(value)
+
+
+def fmt_cell(column: str, value: Any) -> str:
+    """An evidence cell, with ns columns also shown in human units."""
+    if column.endswith("_ns") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return fmt_ns(value)
+    if column.endswith("_pct") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return fmt_pct(value)
+    return fmt_value(value)
+
+
+def safe_url(url: Any) -> str | None:
+    """``url`` when it is an http(s) address, else None (a report never links anywhere else)."""
+    if isinstance(url, str) and (url.startswith("https://") or url.startswith("http://")) and len(url) < 2000:
+        if not any(c in url for c in "\"'<>` \n\r\t"):
+            return url
+    return None
+
+
+def _num(value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return v if math.isfinite(v) else 0.0
+
+
+def rank_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings by impact: time recoverable first, then severity, then rule id (stable for equal keys)."""
+    return sorted(
+        findings,
+        key=lambda f: (-_num(f.get("impact_ns")), -SEVERITY_ORDER.get(str(f.get("severity")), 0),
+                       str(f.get("rule_id", "")), str(f.get("title", ""))),
+    )
+
+
+def evidence_table(finding: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
+    """Columns, formatted rows and the count of rows and columns left out of one finding's evidence."""
+    rows = [r for r in (finding.get("evidence") or []) if isinstance(r, Mapping)]
+    columns = [str(c) for c in (finding.get("evidence_columns") or [])]
+    if not columns:
+        seen: dict[str, None] = {}
+        for r in rows[: limits.evidence_rows]:
+            for k in r:
+                seen.setdefault(str(k), None)
+        columns = list(seen)
+    columns_left_out = max(0, len(columns) - limits.evidence_columns)
+    columns = columns[: limits.evidence_columns]
+    total = finding.get("evidence_total_rows")
+    try:
+        total = int(total)
+    except (TypeError, ValueError):
+        total = 0
+    total = max(total, len(rows))
+    shown = rows[: limits.evidence_rows]
+    cells = [[clip(fmt_cell(c, r.get(c)), limits.cell_chars) for c in columns] for r in shown]
+    full = [[clip(fmt_value(r.get(c)), 1000) for c in columns] for r in shown]
+    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
+                   for r in shown if r.get(c) is not None) and any(r.get(c) is not None for r in shown)
+               for c in columns]
+    return {
+        "columns": columns,
+        "rows": cells,
+        "full": full,
+        "numeric": numeric,
+        "total_rows": total,
+        "rows_left_out": total - len(shown),
+        "columns_left_out": columns_left_out,
+    }
+
+
+def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
+    """The analysis as the report shows it: ranked, bounded findings; ordered outcomes; header facts."""
+    data = as_dict(result)
+    tool = jsonable(data.get("tool") or {})
+    captures = [c for c in jsonable(data.get("captures") or []) if isinstance(c, Mapping)]
+    summary = jsonable(data.get("summary") or {})
+    all_findings = [f for f in (data.get("findings") or []) if isinstance(f, Mapping)]
+    ranked = rank_findings(all_findings)
+    # Only what is shown is converted: a huge analysis costs no more than the page it fits on.
+    shown = [jsonable({**f, "evidence": list(f.get("evidence") or [])[: limits.evidence_rows],
+                       "evidence_total_rows": max(int(_num(f.get("evidence_total_rows"))), len(f.get("evidence") or []))})
+             for f in ranked[: limits.findings]]
+    cap_names = {c.get("capture_id"): c.get("source_name") or c.get("source_path") for c in captures}
+    for c in summary.get("captures") or []:
+        cap_names.setdefault(c.get("capture_id"), c.get("source_name"))
+
+    findings = []
+    for i, f in enumerate(shown, 1):
+        principles = []
+        for p in f.get("principles") or []:
+            if isinstance(p, Mapping):
+                principles.append({"id": clip(p.get("id"), 200), "title": clip(p.get("title") or p.get("id"), 300),
+                                   "url": safe_url(p.get("url"))})
+            elif isinstance(p, str):
+                principles.append({"id": p, "title": p, "url": None})
+        severity = str(f.get("severity") or "info")
+        if severity not in SEVERITY_ORDER:
+            severity = "info"
+        findings.append({
+            "n": i,
+            "anchor": f"finding-{i}",
+            "rule_id": clip(f.get("rule_id"), 100),
+            "rule_name": clip(f.get("rule_name"), 100),
+            "severity": severity,
+            "title": clip(f.get("title") or f.get("rule_name") or f.get("rule_id"), 300),
+            "message": clip(f.get("message"), limits.text_chars),
+            "fix": clip(f.get("fix"), limits.text_chars),
+            "category": clip(f.get("category"), 60),
+            "capture_id": f.get("capture_id"),
+            "capture_name": clip(cap_names.get(f.get("capture_id")) or "", 200),
+            "impact_ns": _num(f.get("impact_ns")),
+            "impact": fmt_ns(f.get("impact_ns")) if f.get("impact_ns") else "",
+            "impact_pct": _num(f.get("impact_pct")),
+            "impact_pct_text": fmt_pct(f.get("impact_pct")) if f.get("impact_pct") is not None else "",
+            "observed": clip(fmt_value(f.get("observed")), 200),
+            "threshold": clip(fmt_value(f.get("threshold")), 200),
+            "principles": principles[:10],
+            "evidence": evidence_table(f, limits),
+        })
+
+    outcomes = [o for o in jsonable(data.get("outcomes") or []) if isinstance(o, Mapping)]
+    outcomes = sorted(outcomes, key=lambda o: (STATUS_ORDER.get(str(o.get("status")), 9), str(o.get("rule_id", ""))))
+    outcome_rows = [{
+        "rule_id": clip(o.get("rule_id"), 100),
+        "rule_name": clip(o.get("rule_name"), 100),
+        "status": str(o.get("status") or ""),
+        "reason": clip(o.get("reason"), limits.text_chars),
+        "capture_option": clip(o.get("capture_option"), 500),
+        "findings": int(_num(o.get("findings"))),
+    } for o in outcomes[: limits.outcomes]]
+    counts = {s: 0 for s in ("findings", "clean", "skipped", "errored")}
+    for o in outcomes:
+        status = str(o.get("status"))
+        if status in counts:
+            counts[status] += 1
+    severity_counts = {s: 0 for s in ("error", "warning", "info")}
+    for f in all_findings:
+        sev = str(f.get("severity"))
+        if sev in severity_counts:
+            severity_counts[sev] += 1
+
+    return {
+        "tool": {"name": clip(tool.get("name") or "nsight-advisor", 100), "version": clip(tool.get("version"), 100)},
+        "captures": captures,
+        "summary": summary,
+        "findings": findings,
+        "findings_total": len(all_findings),
+        "findings_left_out": len(all_findings) - len(findings),
+        "severity_counts": severity_counts,
+        "outcomes": outcome_rows,
+        "outcomes_left_out": max(0, len(outcomes) - len(outcome_rows)),
+        "outcome_counts": counts,
+        "limits": limits,
+    }

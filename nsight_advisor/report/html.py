@@ -1,0 +1,150 @@
+"""The self-contained HTML report: one file, inline CSS/SVG, a hashed inline script, a strict CSP.
+
+The page loads nothing from anywhere: the Content-Security-Policy allows only our own inline style and
+script (by hash) and ``data:`` images, so even a name that slipped through escaping could not load or
+run anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+
+from nsight_advisor.report import charts
+from nsight_advisor.report.data import (
+    HTML_LIMITS, HTML_MAX_BYTES, HTML_TIGHT_LIMITS, Limits, clip, fmt_ns, fmt_pct, prepare,
+)
+from nsight_advisor.resources import templates_dir
+
+MAX_CAPTURES_SHOWN = 12
+MAX_UTILIZATION_CHARTS = 4
+GLANCE_ROWS = 6
+OPEN_EVIDENCE = 3
+BAR_COLORS = {"error": "#b42318", "warning": "#d98a00", "info": "#1f5fa8"}
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+    )
+
+
+def _asset(name: str) -> str:
+    return (templates_dir() / name).read_text(encoding="utf-8")
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def content_security_policy(css: str, script: str) -> str:
+    """The page's CSP: nothing from the network, only our own inline style and script (pinned by hash)."""
+    return (f"default-src 'none'; style-src {_sha256(css)}; script-src {_sha256(script)}; img-src data:; "
+            "font-src 'none'; connect-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; "
+            "worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'")
+
+
+def render_html(result: Any) -> str:
+    """The HTML report of ``result``; re-rendered with tighter limits if it would exceed the size budget."""
+    text = _render(result, HTML_LIMITS)
+    if len(text.encode("utf-8")) > HTML_MAX_BYTES:
+        text = _render(result, HTML_TIGHT_LIMITS)
+    return text
+
+
+def _capture_view(cap: dict[str, Any]) -> dict[str, Any]:
+    ncu = not cap.get("kernel_count") and cap.get("ncu_kernel_count")
+    gpus = cap.get("gpus") or []
+    return {
+        "name": clip(cap.get("source_name") or f"capture {cap.get('capture_id')}", 160),
+        "tool": clip(cap.get("tool"), 20),
+        "tool_version": clip(cap.get("tool_version"), 40),
+        "format": clip(cap.get("format"), 30),
+        "wall": fmt_ns(cap["wall_ns"]) if cap.get("wall_ns") and not ncu else "",
+        "busy_pct": fmt_pct(cap.get("gpu_busy_pct"), 0) if cap.get("gpu_busy_pct") is not None else "",
+        "active_devices": int(cap.get("active_devices") or 0),
+        "kernels": f"{int(cap.get('ncu_kernel_count') if ncu else cap.get('kernel_count') or 0):,}"
+        if (cap.get("kernel_count") or cap.get("ncu_kernel_count")) else "",
+        "kernels_label": "kernels profiled" if ncu else "kernel launches",
+        "kernel_time": fmt_ns(cap.get("kernel_time_ns")) if cap.get("kernel_time_ns") else "",
+        "gpu_count": int(cap.get("gpu_count") or len(gpus)),
+        "gpus": [{"name": clip(g.get("name") or "unknown GPU", 80), "sm_count": g.get("sm_count"),
+                  "compute_capability": clip(g.get("compute_capability"), 10), "count": int(g.get("count") or 1)}
+                 for g in gpus[:6]],
+        "gpus_left_out": max(0, len(gpus) - 6),
+        "missing": [{"data": clip(m.get("data"), 60), "capture_option": clip(m.get("capture_option"), 120)}
+                    for m in (cap.get("missing") or [])[:8]],
+    }
+
+
+def _captures(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Header captures: the summary's facts where present, else the contract's capture rows."""
+    by_id: dict[Any, dict[str, Any]] = {}
+    for c in r["captures"]:
+        by_id[c.get("capture_id")] = dict(c)
+    for c in (r["summary"].get("captures") or []):
+        by_id.setdefault(c.get("capture_id"), {}).update({k: v for k, v in c.items() if v is not None})
+    return list(by_id.values())
+
+
+def _render(result: Any, limits: Limits) -> str:
+    r = prepare(result, limits)
+    css, script = _asset("report.css"), _asset("report.js")
+    caps = _captures(r)
+    names = {c.get("capture_id"): clip(c.get("source_name") or "", 80) for c in caps}
+    capture_views = [_capture_view(c) for c in caps[:MAX_CAPTURES_SHOWN]]
+    multi = len(caps) > 1
+
+    top_pct = max((f["impact_pct"] for f in r["findings"]), default=0.0) or 1.0
+    for f in r["findings"]:
+        f["bar_w"] = round(max(2.0, 70.0 * f["impact_pct"] / max(top_pct, 1e-9)), 1) if f["impact_pct"] else 0
+
+    summary = r["summary"]
+    util = []
+    for s in (summary.get("utilization") or [])[:MAX_UTILIZATION_CHARTS]:
+        chart = charts.utilization_area(s)
+        if chart:
+            util.append({"name": names.get(s.get("capture_id"), ""), "chart": chart})
+    top_kernels = []
+    for k in (summary.get("top_kernels") or [])[:30]:
+        top_kernels.append({
+            "capture": names.get(k.get("capture_id"), ""),
+            "name": clip(k.get("name"), limits.cell_chars), "full_name": clip(k.get("name"), 1000),
+            "launches": f"{int(k.get('launches') or 0):,}", "total": fmt_ns(k.get("total_ns")),
+            "avg": fmt_ns(k.get("avg_ns")), "pct": fmt_pct(k.get("pct_of_kernel_time")),
+        })
+
+    n, total = len(r["findings"]), r["findings_total"]
+    if total:
+        top = r["findings"][0]
+        headline = f"{total} finding{'s' if total != 1 else ''}"
+        if top["impact"]:
+            headline += f"; the costliest: {top['title']} ({top['impact']}"
+            headline += f", {top['impact_pct_text']} of wall time)" if top["impact_pct_text"] else ")"
+        else:
+            headline += f"; first: {top['title']}"
+    else:
+        headline = "No findings"
+    headline = clip(headline, 300)
+    cap_label = ", ".join(v["name"] for v in capture_views[:3]) or "no capture"
+    title = clip(f"{r['tool']['name']}: {total} finding{'s' if total != 1 else ''} · {cap_label}", 200)
+
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        r=r, css=css, script=script, csp=content_security_policy(css, script), title=title, headline=headline,
+        captures=capture_views, captures_left_out=max(0, len(caps) - MAX_CAPTURES_SHOWN),
+        header_captures=capture_views[:4], header_captures_left_out=max(0, len(capture_views) - 4),
+        multi_capture=multi, glance_rows=GLANCE_ROWS, open_evidence=OPEN_EVIDENCE, bar_colors=BAR_COLORS,
+        categories=charts.category_bars(summary.get("categories") or []),
+        utilization=util, utilization_left_out=max(0, len(summary.get("utilization") or []) - MAX_UTILIZATION_CHARTS),
+        roof=charts.roofline(summary.get("roofline")), top_kernels=top_kernels, shown=n,
+    )

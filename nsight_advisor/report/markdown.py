@@ -1,0 +1,154 @@
+"""``--format md``: GitHub-flavoured Markdown short enough for a pull-request comment (at most 65,536 characters).
+
+When the full text would be longer, evidence tables shrink first, then findings lose their detail
+sections, and the text says what it left out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from nsight_advisor.report.data import Limits, clip, fmt_ns, fmt_pct, prepare
+
+MAX_CHARS = 65_536
+SEVERITY_MARK = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
+_SPECIAL = re.compile(r"([\\`*_\[\]{}()<>#|~!])")
+_LEVELS = (
+    Limits(findings=100, evidence_rows=10, evidence_columns=8, cell_chars=120, text_chars=1500),
+    Limits(findings=100, evidence_rows=3, evidence_columns=6, cell_chars=80, text_chars=800),
+    Limits(findings=100, evidence_rows=0, evidence_columns=0, cell_chars=60, text_chars=500),
+)
+
+
+def md_escape(text: Any) -> str:
+    """``text`` safe as Markdown inline text: no markup, no raw HTML, one line."""
+    s = "" if text is None else str(text)
+    s = s.replace("&", "&amp;").replace("\r", " ").replace("\n", " ")
+    s = _SPECIAL.sub(lambda m: "&lt;" if m.group(1) == "<" else "&gt;" if m.group(1) == ">" else "\\" + m.group(1), s)
+    return s
+
+
+def md_code(text: Any) -> str:
+    """``text`` for inside a code span: backticks and line breaks removed (nothing else is markup there)."""
+    return ("" if text is None else str(text)).replace("`", "'").replace("\r", " ").replace("\n", " ")
+
+
+def render_markdown(result: Any) -> str:
+    """The analysis as GitHub-flavoured Markdown of at most MAX_CHARS characters."""
+    for i, limits in enumerate(_LEVELS):
+        text = _render(prepare(result, limits), details=True, note=i > 0)
+        if len(text) <= MAX_CHARS:
+            return text
+    r = prepare(result, _LEVELS[-1])
+    text = _render(r, details=False, note=True)
+    if len(text) <= MAX_CHARS:
+        return text
+    note = "\n\n> **Truncated**: this report was cut to fit 65,536 characters; `--format json` has everything.\n"
+    cut = text[: MAX_CHARS - len(note)]
+    cut = cut[: cut.rfind("\n")] if "\n" in cut else cut
+    return cut + note
+
+
+def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
+    out: list[str] = []
+    counts = r["severity_counts"]
+    parts = [f"{counts[s]} {s}{'s' if counts[s] != 1 and s != 'info' else ''}" for s in ("error", "warning", "info")
+             if counts[s]]
+    total = r["findings_total"]
+    out.append(f"## {md_escape(r['tool']['name'])}: {total} finding{'s' if total != 1 else ''}"
+               + (f" ({', '.join(parts)})" if parts else ""))
+    out.append("")
+    summary_caps = {c.get("capture_id"): c for c in (r["summary"].get("captures") or [])}
+    for c in r["captures"][:12]:
+        s = {**c, **{k: v for k, v in summary_caps.get(c.get("capture_id"), {}).items() if v is not None}}
+        facts = [f"{md_escape(s.get('tool'))} {md_escape(s.get('tool_version'))}".strip()]
+        gpus = s.get("gpus") or []
+        if gpus:
+            facts.append("; ".join(
+                f"{str(g.get('count')) + '× ' if (g.get('count') or 1) > 1 else ''}{md_escape(clip(g.get('name'), 60))}"
+                + (f" ({g.get('sm_count')} SMs)" if g.get("sm_count") else "") for g in gpus[:4]))
+        if s.get("wall_ns") or s.get("duration_ns"):
+            facts.append(f"wall {fmt_ns(s.get('wall_ns') or s.get('duration_ns'))}")
+        if s.get("gpu_busy_pct") is not None:
+            facts.append(f"GPU busy {fmt_pct(s.get('gpu_busy_pct'), 0)}")
+        name = md_escape(clip(s.get("source_name") or f"capture {s.get('capture_id')}", 120))
+        out.append(f"- **{name}**: " + ", ".join(f for f in facts if f))
+    if len(r["captures"]) > 12:
+        out.append(f"- … and {len(r['captures']) - 12} more captures")
+    out.append("")
+    if r["findings"]:
+        out.append("| severity | finding | impact | of wall | rule |")
+        out.append("|---|---|--:|--:|---|")
+        for f in r["findings"]:
+            out.append(f"| {SEVERITY_MARK[f['severity']]} | {md_escape(f['title'])} | {f['impact'] or '–'} | "
+                       f"{f['impact_pct_text'] or '–'} | `{md_code(f['rule_id'])}` {md_escape(f['rule_name'])} |")
+        if r["findings_left_out"]:
+            out.append("")
+            out.append(f"_{r['findings_left_out']} more findings with smaller impact left out; `--format json` lists them all._")
+    else:
+        out.append("No rule found a problem.")
+    out.append("")
+    if details:
+        for f in r["findings"]:
+            out.extend(_finding(f))
+    elif r["findings"]:
+        out.append("_Finding details left out to fit a pull-request comment; see the HTML or JSON report._")
+        out.append("")
+    oc = r["outcome_counts"]
+    out.append(f"### Rule outcomes: {oc['findings']} with findings, {oc['clean']} clean, {oc['skipped']} skipped, "
+               f"{oc['errored']} errored")
+    out.append("")
+    for o in r["outcomes"]:
+        if o["status"] in ("skipped", "errored"):
+            line = f"- **{o['status']}** `{md_code(o['rule_id'])}` {md_escape(o['rule_name'])}: {md_escape(clip(o['reason'], 300))}"
+            if o["capture_option"]:
+                line += f" (capture with `{md_code(o['capture_option'])}`)"
+            out.append(line)
+    if note:
+        out.append("")
+        out.append("_Evidence tables were shortened to fit a pull-request comment (65,536 characters); "
+                   "`--format json` has every row._")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _finding(f: dict[str, Any]) -> list[str]:
+    out = [f"### {f['n']}. {SEVERITY_MARK[f['severity']]}: {md_escape(f['title'])}", ""]
+    impact = ""
+    if f["impact"]:
+        impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of wall time)." if f["impact_pct_text"] else ".")
+    out.append(md_escape(f["message"]) + impact)
+    if f["observed"] or f["threshold"]:
+        out.append("")
+        out.append(f"Observed **{md_escape(f['observed'] or '–')}** against threshold **{md_escape(f['threshold'] or '–')}**.")
+    if f["fix"]:
+        out.append("")
+        out.append(f"**Fix:** {md_escape(f['fix'])}")
+    e = f["evidence"]
+    if e["columns"] and e["rows"]:
+        out.append("")
+        out.append(f"<details><summary>Evidence: {len(e['rows'])} of {e['total_rows']} rows</summary>")
+        out.append("")
+        out.append("| " + " | ".join(md_escape(c) for c in e["columns"]) + " |")
+        out.append("|" + "|".join("--:" if num else "---" for num in e["numeric"]) + "|")
+        for row in e["rows"]:
+            out.append("| " + " | ".join(md_escape(c) for c in row) + " |")
+        if e["rows_left_out"]:
+            out.append("")
+            out.append(f"_{e['rows_left_out']} more rows left out._")
+        out.append("")
+        out.append("</details>")
+    why = []
+    for p in f["principles"]:
+        label = md_escape(p["title"])
+        why.append(f"[{label}]({p['url'].replace('(', '%28').replace(')', '%29')})" if p["url"] else label)
+    out.append("")
+    line = ""
+    if why:
+        line = "**Why:** " + "; ".join(why) + " · "
+    rule = md_code(f["rule_id"])
+    line += (f"Rule `{rule}` {md_escape(f['rule_name'])}: silence with `--ignore {rule}`, tune with "
+             f"`--set {md_code(f['rule_name'] or f['rule_id'])}.PARAM=VALUE`")
+    out.append(line)
+    out.append("")
+    return out

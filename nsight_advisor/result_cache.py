@@ -1,0 +1,143 @@
+"""Reuse the findings of an identical earlier analysis: same store file, same rules, same settings.
+
+Rules are pure functions of the store and their parameters, so when nothing of that changed the earlier
+result is the answer; this makes a warm ``analyze`` cost a file read and a render instead of every rule's
+query over millions of rows. The key covers the store file (path, inode, size, mtime), the capture ids,
+every file of the package, the built-in rules and the extra rule folders (path, size, mtime), the
+resolved configuration, ``--set``/``--select``/``--ignore`` and the tool version. Results in which a rule
+errored are never kept (a time limit under load is no property of the capture). One result per store is
+kept, in the cache folder under ``results/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from nsight_advisor import __version__
+from nsight_advisor.engine.model import AnalysisResult, Finding, Outcome, PrincipleRef
+from nsight_advisor.store_cache import cache_dir
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def results_dir() -> Path:
+    """Where cached analysis results live (inside :func:`~nsight_advisor.store_cache.cache_dir`)."""
+    return cache_dir() / "results"
+
+
+def result_key(store: Path, capture_ids: Sequence[int], *, rules_dirs: Iterable[Path] = (),
+               config_path: Path | None = None, overrides: Iterable[str] = (), select: Iterable[str] = (),
+               ignore: Iterable[str] = ()) -> str:
+    """``STORE-STATE``: a hash of the store's path, then of everything the result depends on."""
+    from nsight_advisor.engine.config import find_config
+    from nsight_advisor.resources import builtin_rules_dir
+
+    store = Path(store).resolve()
+    st = store.stat()
+    config = find_config(config_path)
+    folders = [_PACKAGE_DIR, builtin_rules_dir(), *map(Path, config.rules_dirs), *map(Path, rules_dirs)]
+    state = hashlib.sha256()
+    for part in (__version__, st.st_ino, st.st_size, st.st_mtime_ns, list(capture_ids), repr(config),
+                 list(overrides), list(select), list(ignore)):
+        state.update(repr(part).encode() + b"\0")
+    for folder in folders:
+        state.update(f"{folder.resolve()}\0".encode())
+        for entry in _files(folder):
+            fst = entry.stat()
+            state.update(f"{entry.path}|{fst.st_size}|{fst.st_mtime_ns}\0".encode())
+    where = hashlib.sha256(str(store).encode()).hexdigest()[:16]
+    return f"{where}-{state.hexdigest()[:24]}"
+
+
+def _files(folder: Path) -> list[os.DirEntry]:
+    out: list[os.DirEntry] = []
+    stack = [str(folder)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=True):
+                        if entry.name != "__pycache__" and not entry.name.startswith("."):
+                            stack.append(entry.path)
+                    elif not entry.name.endswith((".pyc", ".pyo")):
+                        out.append(entry)
+        except OSError:
+            continue
+    out.sort(key=lambda e: e.path)
+    return out
+
+
+def read_result(key: str) -> AnalysisResult | None:
+    """The cached result under ``key``, or None (absent or unreadable)."""
+    path = results_dir() / f"{key}.json"
+    try:
+        return result_from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def write_result(key: str, result: AnalysisResult) -> bool:
+    """Keep ``result`` under ``key`` (replacing older results of the same store); False when not kept."""
+    if any(o.status == "errored" for o in result.outcomes):
+        return False
+    doc = result.to_dict()
+    try:
+        text = json.dumps(doc, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    if json.loads(text) != doc or result_from_dict(json.loads(text)).to_dict() != doc:
+        return False  # would not come back identical (tuples, non-JSON values): not worth a surprise
+    folder = results_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, folder / f"{key}.json")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+    except OSError:
+        return False
+    where = key.split("-", 1)[0]
+    for old in folder.glob(f"{where}-*.json"):
+        if old.name != f"{key}.json":
+            with contextlib.suppress(FileNotFoundError):
+                old.unlink()
+    return True
+
+
+def forget_store(store: Path) -> None:
+    """Drop the cached results of the store at ``store`` (called when the store is rebuilt or removed)."""
+    where = hashlib.sha256(str(Path(store).resolve()).encode()).hexdigest()[:16]
+    for old in results_dir().glob(f"{where}-*.json"):
+        with contextlib.suppress(FileNotFoundError):
+            old.unlink()
+
+
+def result_from_dict(doc: dict[str, Any]) -> AnalysisResult:
+    """The inverse of :meth:`AnalysisResult.to_dict`."""
+    return AnalysisResult(
+        tool=doc["tool"], captures=doc["captures"],
+        findings=[_finding(f) for f in doc["findings"]],
+        outcomes=[_build(Outcome, o) for o in doc["outcomes"]],
+        summary=doc.get("summary") or {},
+    )
+
+
+def _finding(doc: dict[str, Any]) -> Finding:
+    finding = _build(Finding, doc)
+    finding.principles = [_build(PrincipleRef, p) for p in doc.get("principles") or []]
+    return finding
+
+
+def _build(cls, doc: dict[str, Any]):
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in doc.items() if k in names})

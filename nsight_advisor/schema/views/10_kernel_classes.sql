@@ -1,0 +1,137 @@
+-- Kernel classes from kernel names, and launch geometry per device.
+--
+-- Names are the only per-kernel evidence an Nsight Systems timeline has about what a kernel computes. cuBLAS, cuDNN,
+-- CUTLASS, TensorRT, nvjet (Hopper cuBLAS) and FlashAttention encode the operation, precision and math path in
+-- their names, while a hand-written kernel's name says nothing, so it classifies as 'other' / 'unknown' and is never
+-- used as evidence. Patterns are matched on the lower-cased demangled name.
+--
+-- Math path:
+--   simt        : the FP32/FP64 FMA pipes: cuBLAS '*sgemm*'/'*dgemm*', 'gemmsn', xmma kernels built for
+--                 '_ffma_'/'_dfma_' instructions, CUTLASS 'opclasssimt' templates, and 'f32f32_f32f32_f32' operands
+--                 when no tensor-core marker is present. GEMV is left 'unknown': it is memory-bound whatever the
+--                 pipe (Matrix Multiplication guide), so it is no evidence of missed tensor-core use.
+--   tensor_core : 'tensorNxNxN' MMA shapes, 'hmma', 'gmma'/'wgmma', 'imma', 'tensorop' (CUTLASS), 'nvjet' (Hopper
+--                 cuBLAS JIT GEMMs, tensor-core only), Volta/Turing/Ampere tile codes 'h884', 'h1688', 's1688',
+--                 'h16816', 's16816', 'i8816', 'i16832', 'dmma', 'tf32' and 'bf16' GEMMs, FlashAttention ('flash_fwd',
+--                 'flash_bwd', 'fmha').
+--   unknown     : everything else (including names that say 'gemm' but not how).
+-- The SIMT markers win when both appear: cuBLAS names its FP32 xmma kernels 'sm80_xmma_gemm_f32f32_..._ffma_...',
+-- and 'xmma' alone therefore proves nothing.
+
+-- Category: communication, attention and GEMM/convolution are read from the full name (CUTLASS's base name is just
+-- 'Kernel'), the memory-limited categories from the base name when there is one (PyTorch's template arguments
+-- mention 'normal_distribution', 'copy' and the like inside elementwise kernels).
+create or replace macro na_kernel_category(kname, kshort) as (
+    case
+        when regexp_matches(lower(kname), 'nccl') then 'communication'
+        when regexp_matches(lower(kname), 'flash|fmha|attention|_attn|attn_') then 'attention'
+        when regexp_matches(lower(kname),
+            'gemm|gemv|matmul|conv|fprop|dgrad|wgrad|winograd|nvjet|cutlass::gemm|_mma_|wmma')
+            then 'gemm_conv'
+        when regexp_matches(lower(coalesce(kshort, kname)),
+            'reduce|reduction|norm|softmax|pool|scan|mean|argmax|argmin|topk|sum_kernel|histogram')
+            then 'reduction_norm'
+        when regexp_matches(lower(coalesce(kshort, kname)),
+            'copy|memcpy|transpose|permut|reformat|concat|gather|scatter|index_select|indexing|nchwtonhwc|nhwctonchw')
+            then 'copy'
+        when regexp_matches(lower(coalesce(kshort, kname)),
+            'elementwise|pointwise|vectorized|unrolled|triton_poi|fill|activation|relu|gelu|silu|sigmoid|tanh|'
+            || 'dropout|distribution|cupy_|^add$|^add_|vector_?add|vecadd|axpy|scale|bias')
+            then 'elementwise'
+        else 'other'
+    end
+);
+
+create or replace macro na_math_path(kname) as (
+    case
+        when regexp_matches(lower(kname), '_ffma_|_dfma_|sgemm|dgemm|gemmsn|opclasssimt') then 'simt'
+        when regexp_matches(lower(kname),
+            'tensor\d+x\d+x\d+|hmma|gmma|imma|dmma|tensorop|nvjet|h884|h1688|s1688|h16816|s16816|i8816|i16832|'
+            || 'tf32|bf16|flash_fwd|flash_bwd|flash_attn|fmha|mma_sync|wmma')
+            then 'tensor_core'
+        when regexp_matches(lower(kname), 'f32f32_f32f32_f32|f64f64_f64f64_f64') then 'simt'
+        else 'unknown'
+    end
+);
+
+create or replace macro na_precision(kname) as (
+    case
+        when regexp_matches(lower(kname), 'fp8|e4m3|e5m2|qgmma') then 'fp8'
+        when regexp_matches(lower(kname), 'bf16|bfloat16') then 'bf16'
+        when regexp_matches(lower(kname), 'tf32') then 'tf32'
+        when regexp_matches(lower(kname), 'f16f16|h884|h1688|h16816|hgemm|__half|c10::half|half_t|fp16|nvjet_h') then 'fp16'
+        when regexp_matches(lower(kname), 'dgemm|f64f64|<double|double>|\bdouble\b|dfma') then 'fp64'
+        when regexp_matches(lower(kname), 'sgemm|f32f32|<float|float>|\bfloat\b|ffma') then 'fp32'
+        else null
+    end
+);
+
+-- One row per timeline kernel, with its class.
+create or replace view kernel_classes as
+select
+    k.*,
+    na_kernel_category(k.name, k.short_name) as category,
+    na_math_path(k.name) as math_path,
+    na_precision(k.name) as precision
+from kernels k;
+
+-- One row per profiled Nsight Compute kernel, with its class.
+create or replace view ncu_kernel_classes as
+select
+    k.*,
+    na_kernel_category(k.name, k.short_name) as category,
+    na_math_path(k.name) as math_path,
+    na_precision(k.name) as precision
+from ncu_kernels k;
+
+-- One row per timeline kernel joined with its GPU: blocks per SM, theoretical resident blocks per SM (from the
+-- registers, shared memory, warps and block limits the capture records), waves and the last wave's fill.
+-- Register allocation is rounded to 256 registers per warp and shared memory to 128 bytes, plus the 1 KiB the
+-- driver reserves per block from compute capability 8.0 on (CUDA Occupancy Calculator's rules). Where the capture
+-- lacks a limit, that limit is left out (least() skips NULLs) and the result is an upper bound.
+create or replace view kernel_launches as
+with base as (
+    select
+        k.capture_id, k.device_id, k.stream_id, k.pid, k.tid, k.correlation_id,
+        k.start_ns, k.end_ns, k.duration_ns, k.name, k.short_name,
+        k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
+        k.blocks, k.threads_per_block, k.registers_per_thread, k.shared_mem_bytes, k.graph_node_id,
+        g.name as gpu_name, g.sm_count, g.cc_major,
+        coalesce(g.threads_per_warp, 32) as warp_size,
+        g.max_warps_per_sm, g.max_blocks_per_sm, g.max_registers_per_sm, g.max_shared_mem_per_sm_bytes,
+        cast(ceil(k.threads_per_block / coalesce(g.threads_per_warp, 32)) as bigint) as warps_per_block
+    from kernels k
+    left join gpus g on g.capture_id = k.capture_id and g.device_id = k.device_id
+),
+limits as (
+    select
+        b.*,
+        case when b.max_warps_per_sm > 0 and b.warps_per_block > 0
+             then b.max_warps_per_sm // b.warps_per_block end as limit_warps,
+        case when b.max_registers_per_sm > 0 and b.registers_per_thread > 0 and b.warps_per_block > 0
+             then (b.max_registers_per_sm // (cast(ceil(b.registers_per_thread * b.warp_size / 256.0) as bigint) * 256))
+                  // b.warps_per_block end as limit_registers,
+        case when b.max_shared_mem_per_sm_bytes > 0 and b.shared_mem_bytes > 0
+             then b.max_shared_mem_per_sm_bytes
+                  // (cast(ceil(b.shared_mem_bytes / 128.0) as bigint) * 128
+                      + case when b.cc_major >= 8 then 1024 else 0 end) end as limit_shared_mem
+    from base b
+),
+resident as (
+    select
+        l.*,
+        least(l.max_blocks_per_sm, l.limit_warps, l.limit_registers, l.limit_shared_mem) as resident_blocks_per_sm
+    from limits l
+)
+select
+    r.*,
+    case when r.sm_count > 0 then r.blocks / r.sm_count end as blocks_per_sm,
+    case when r.sm_count > 0 and r.resident_blocks_per_sm > 0
+         then r.blocks / (r.sm_count * r.resident_blocks_per_sm) end as waves,
+    case when r.sm_count > 0 and r.resident_blocks_per_sm > 0
+         then (r.blocks / (r.sm_count * r.resident_blocks_per_sm))
+              - floor(r.blocks / (r.sm_count * r.resident_blocks_per_sm)) end as last_wave_fraction,
+    case when r.max_warps_per_sm > 0 and r.resident_blocks_per_sm is not null
+         then 100.0 * least(r.resident_blocks_per_sm * r.warps_per_block, r.max_warps_per_sm) / r.max_warps_per_sm
+         end as theoretical_occupancy_pct
+from resident r;

@@ -1,0 +1,60 @@
+-- Launches with fewer blocks than the GPU has SMs, from the timeline (kernels + gpus) and from Nsight Compute
+-- (ncu_kernels, SM count from launch__sm_count when recorded, else the device attribute). One row per kernel name
+-- and launch configuration.
+with timeline as (
+    select
+        'nsys' as source,
+        l.name,
+        coalesce(l.short_name, l.name) as short_name,
+        l.device_id,
+        count(*) as launches,
+        any_value(l.blocks) as blocks,
+        any_value(l.threads_per_block) as threads_per_block,
+        any_value(l.sm_count) as sm_count,
+        sum(l.duration_ns) as duration_ns
+    from kernel_launches l
+    where l.capture_id = $capture_id and l.sm_count > 0 and l.blocks > 0
+    group by l.name, l.short_name, l.device_id, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z
+),
+ncu_sm as (
+    select m.kernel_id, max(m.value) as sm_count
+    from ncu_metrics m
+    where m.capture_id = $capture_id and m.metric = 'launch__sm_count' and m.value > 0
+    group by m.kernel_id
+),
+profiled as (
+    select
+        'ncu' as source,
+        k.name,
+        coalesce(k.short_name, k.name) as short_name,
+        null::integer as device_id,
+        count(*) as launches,
+        any_value(k.blocks) as blocks,
+        any_value(k.threads_per_block) as threads_per_block,
+        any_value(cast(coalesce(s.sm_count, k.sm_count) as integer)) as sm_count,
+        cast(sum(k.duration_ns) as bigint) as duration_ns
+    from ncu_kernels k
+    left join ncu_sm s on s.kernel_id = k.kernel_id
+    where k.capture_id = $capture_id and coalesce(s.sm_count, k.sm_count) > 0 and k.blocks > 0
+    group by k.name, k.short_name, k.blocks, k.threads_per_block, coalesce(s.sm_count, k.sm_count)
+),
+launches as (
+    select * from timeline
+    union all
+    select * from profiled
+)
+select
+    source,
+    name,
+    short_name,
+    device_id,
+    launches,
+    blocks,
+    threads_per_block,
+    sm_count,
+    blocks / sm_count as blocks_per_sm,
+    duration_ns,
+    -- SMs without a block idle for the whole launch: the share (sm_count - blocks) / sm_count of the launch's
+    -- SM time is lost, as in Nsight Compute's own estimate for this case.
+    cast(coalesce(duration_ns, 0) * greatest(sm_count - blocks, 0) / sm_count as bigint) as impact_ns
+from launches

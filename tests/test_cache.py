@@ -1,0 +1,258 @@
+"""The store cache: reuse of an unchanged capture's store, --no-cache, --store, concurrency, no leftovers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TRACES
+from nsight_advisor import store_cache, workflow
+from nsight_advisor.errors import InputError
+
+SMALL = TRACES / "nsys" / "nsys_ai_mock.sqlite"
+MEDIUM = TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """An empty cache folder, used by this process and the CLI processes it starts."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(folder))
+    return folder
+
+
+@pytest.fixture
+def capture(tmp_path) -> Path:
+    """A private copy of a real export, so its mtime can be changed."""
+    if not SMALL.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    dst = tmp_path / "inputs" / SMALL.name
+    dst.parent.mkdir()
+    shutil.copyfile(SMALL, dst)
+    return dst
+
+
+def _stores(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.duckdb"))
+
+
+def _load_ids(paths, **kw):
+    con, ids = workflow.load(paths, **kw)
+    con.close()
+    return ids
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "nsight_advisor", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+def test_cache_location_env_and_default(monkeypatch, tmp_path):
+    monkeypatch.delenv("NSIGHT_ADVISOR_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert store_cache.cache_dir() == tmp_path / "xdg" / "nsight-advisor"
+    monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(tmp_path / "mine"))
+    assert workflow.cache_dir() == tmp_path / "mine"
+
+
+def test_second_load_reuses_the_store(cache, capture):
+    assert _load_ids([capture]) == [1]
+    [store] = _stores(cache)
+    before = store.stat()
+    assert _load_ids([capture]) == [1]
+    assert _stores(cache) == [store]
+    after = store.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rebuilt
+    assert sorted(p.name for p in cache.iterdir()) == [store.name]  # no lock or temp files left
+
+
+def test_changed_capture_is_reingested_and_the_stale_store_removed(cache, capture):
+    _load_ids([capture])
+    [old] = _stores(cache)
+    st = capture.stat()
+    os.utime(capture, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    _load_ids([capture])
+    [new] = _stores(cache)
+    assert new != old and not old.exists()
+    assert new.name.split("-")[0] == old.name.split("-")[0]  # same inputs, newer state
+
+
+def test_cache_key_changes_with_size_mtime_and_schema(capture, monkeypatch):
+    key = workflow.cache_key([capture])
+    st = capture.stat()
+    os.utime(capture, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert workflow.cache_key([capture]) != key
+    key = workflow.cache_key([capture])
+    monkeypatch.setattr(store_cache, "SCHEMA_VERSION", 10_000)
+    assert workflow.cache_key([capture]) != key
+
+
+def test_no_cache_forces_a_fresh_ingest(cache, capture):
+    _load_ids([capture])
+    [store] = _stores(cache)
+    ino = store.stat().st_ino
+    assert _load_ids([capture], use_cache=False) == [1]
+    [again] = _stores(cache)
+    assert again == store and again.stat().st_ino != ino  # a new file renamed over the old one
+
+
+def test_store_option_overrides_the_cache(cache, capture, tmp_path):
+    target = tmp_path / "out" / "run.duckdb"
+    assert _load_ids([capture], store_path=target) == [1]
+    assert target.is_file() and not cache.exists()
+    ino = target.stat().st_ino
+    assert _load_ids([capture], store_path=target) == [1]
+    assert target.stat().st_ino == ino  # reused
+    assert _load_ids([capture], store_path=target, use_cache=False) == [1]
+    assert target.stat().st_ino != ino
+    assert sorted(p.name for p in target.parent.iterdir()) == ["run.duckdb"]
+
+
+def test_store_option_never_overwrites_someone_elses_store(capture, tmp_path, cache):
+    if not MEDIUM.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    other = tmp_path / "other.duckdb"
+    workflow.ingest_to_store([MEDIUM], other)
+    before = other.read_bytes()
+    with pytest.raises(InputError, match="other captures"):
+        workflow.load([capture], store_path=other)
+    assert other.read_bytes() == before
+    not_a_store = tmp_path / "notes.duckdb"
+    not_a_store.write_text("my notes")
+    with pytest.raises(InputError):
+        workflow.load([capture], store_path=not_a_store, use_cache=False)
+    assert not_a_store.read_text() == "my notes"
+
+
+def test_failed_ingest_leaves_nothing_behind(cache, tmp_path):
+    bad = tmp_path / "truncated.sqlite"
+    bad.write_bytes(SMALL.read_bytes()[:5000] if SMALL.exists() else b"SQLite format 3\x00" + b"\x00" * 100)
+    with pytest.raises(InputError):
+        workflow.load([bad])
+    assert not cache.exists() or list(cache.iterdir()) == []
+
+
+def test_leftovers_of_a_killed_build_are_removed(cache, capture):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    target = store_cache.cached_store_path([capture.resolve()])
+    cache.mkdir()
+    leftover = cache / f".{target.name}.build-{int(dead.stdout)}-0123abcd.tmp"
+    leftover.write_bytes(b"half a store")
+    _load_ids([capture])
+    assert not leftover.exists()
+    assert sorted(p.name for p in cache.iterdir()) == [target.name]
+
+
+def test_two_processes_at_once_share_one_store(cache, tmp_path):
+    """Two CLI processes analyze the same capture at the same moment; both succeed; one intact store."""
+    if not MEDIUM.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    sql = "select count(*) as n, sum(duration_ns) as t from kernels"
+    procs = [_cli("query", str(MEDIUM), sql, "--format", "csv") for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    assert outs[0][0] == outs[1][0]
+    assert outs[0][0].splitlines()[1].startswith("1312,")  # CloverLeaf: 1312 kernels
+    [store] = _stores(cache)
+    assert sorted(p.name for p in cache.iterdir()) == [store.name]
+    con, ids = workflow.load([MEDIUM])  # the store is complete and reused
+    try:
+        assert ids == [1] and con.execute("select count(*) from kernels").fetchone()[0] == 1312
+    finally:
+        con.close()
+
+
+def test_concurrent_fresh_ingests_never_corrupt_the_store(cache):
+    """--no-cache runs racing each other and a reader: every one succeeds and the store stays whole."""
+    if not MEDIUM.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    _load_ids([MEDIUM])
+    code = ("import sys; from pathlib import Path; from nsight_advisor import workflow\n"
+            "con, ids = workflow.load([Path(sys.argv[1])], use_cache=sys.argv[2] == 'cache')\n"
+            "print(con.execute('select count(*) from kernels').fetchone()[0])\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(MEDIUM), mode], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for mode in ("fresh", "fresh", "cache")]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert out.strip() == "1312"
+    [store] = _stores(cache)
+    assert sorted(p.name for p in cache.iterdir()) == [store.name]
+
+
+def test_lock_is_exclusive_and_removed(tmp_path):
+    """A second holder (a child process) gets the lock only after the first released it."""
+    target = tmp_path / "x.duckdb"
+    code = ("import sys, time; from pathlib import Path; from nsight_advisor.store_cache import build_lock\n"
+            "with build_lock(Path(sys.argv[1])): print(time.time())\n")
+    with store_cache.build_lock(target):
+        assert (tmp_path / "x.duckdb.lock").exists()
+        child = subprocess.Popen([sys.executable, "-c", code, str(target)], cwd=REPO, stdout=subprocess.PIPE,
+                                 text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        time.sleep(1.5)
+        released_at = time.time()
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0 and float(out) >= released_at
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_analyze_help_documents_the_cache():
+    p = _cli("analyze", "--help")
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0
+    assert "NSIGHT_ADVISOR_CACHE" in out and "--no-cache" in out
+
+
+def test_warm_analyze_reuses_the_result_without_running_rules(cache, capture, monkeypatch):
+    import nsight_advisor.engine as engine
+
+    cold = workflow.analyze([capture])
+    assert list((cache / "results").glob("*.json"))
+
+    def no_rules(*args, **kwargs):
+        raise AssertionError("rules ran on the warm path")
+
+    real = engine.run_analysis
+    monkeypatch.setattr(engine, "run_analysis", no_rules)
+    warm = workflow.analyze([capture])
+    assert warm.to_dict() == cold.to_dict()
+    # anything that can change the findings runs the rules again
+    with pytest.raises(AssertionError, match="rules ran"):
+        workflow.analyze([capture], use_cache=False)
+    with pytest.raises(AssertionError, match="rules ran"):
+        workflow.analyze([capture], overrides=["small-grid.min_blocks_per_sm=2"])
+    monkeypatch.setattr(engine, "run_analysis", real)
+    assert workflow.analyze([capture], use_cache=False).to_dict() == cold.to_dict()
+
+
+def test_results_with_errored_rules_are_not_kept(cache, capture, monkeypatch):
+    from nsight_advisor import result_cache
+    from nsight_advisor.engine.model import Outcome
+
+    result = workflow.analyze([capture])
+    result.outcomes.append(Outcome("NA999", "broken", "errored", reason="time limit"))
+    assert result_cache.write_result("x-y", result) is False
+    assert not (result_cache.results_dir() / "x-y.json").exists()
+
+
+def test_result_round_trips_through_json(cache):
+    if not MEDIUM.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    from nsight_advisor import result_cache
+
+    result = workflow.analyze([MEDIUM])
+    assert result.findings  # CloverLeaf has findings, so evidence and principles are exercised
+    back = result_cache.result_from_dict(json.loads(json.dumps(result.to_dict())))
+    assert back.to_dict() == result.to_dict()
+    assert type(back.findings[0].principles[0]).__name__ == "PrincipleRef"

@@ -1,0 +1,225 @@
+"""Ingest of every real nsys export in ../shared/traces/nsys and of the bundled sample."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TRACES, nsys_exports, trace_param
+from nsight_advisor.ingest.nsys_sqlite import ingest_nsys_sqlite, read_catalog
+from nsight_advisor.store import connect
+
+SAMPLE = REPO / "sample_traces" / "demo_training_step.sqlite"
+COUNTED = ("gpus", "kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics")
+
+# Rows per normalized table and the data recorded as missing, per export (counts cross-checked with the
+# row counts in ../shared/traces/README.md; memfusion's 60 NVTX rows include 1 domain-creation event).
+EXPECTED = {
+    "cardiac_sim": ((1, 0, 0, 0, 0, 0, 0, 0), {"api_calls", "kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics"}),
+    "csc746_vecadd": ((1, 1, 7, 18432, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
+    "cuda_perf_sandbox": ((1, 1, 15, 3, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
+    "cutlass_benchmark": ((4, 6, 21, 4, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
+    "fuser_h200_matmul": ((1, 19, 968, 1, 1, 1, 652, 0), {"gpu_metrics"}),
+    "jorgedavyd_cuda": ((1, 1, 11, 3, 0, 0, 0, 0), {"memsets", "syncs", "nvtx_ranges", "gpu_metrics"}),
+    "memfusion": ((4, 36, 5668, 4, 0, 2, 59, 0), {"memsets", "gpu_metrics"}),
+    "nsu_v100_openacc": ((4, 1000, 2031, 4, 3, 1005, 0, 0), {"nvtx_ranges", "gpu_metrics"}),
+    "nsys_ai_h100_2gpu_1s": ((2, 3442, 5796, 904, 22, 244, 16782, 0), {"gpus", "gpu_metrics"}),
+    "nsys_ai_mock": ((1, 2, 9, 1, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
+    "pipit_cloverleaf_a100": ((4, 1312, 3048, 279, 0, 1312, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
+    "recon_stream": ((4, 5, 24, 1, 1, 0, 0, 0), {"syncs", "nvtx_ranges", "gpu_metrics"}),
+    "sgemm_practice": ((1, 0, 2307, 0, 0, 81, 0, 0), {"kernels", "memcpys", "memsets", "nvtx_ranges", "gpu_metrics"}),
+    "tutorial_vqe": ((8, 0, 11, 0, 0, 0, 0, 0), {"kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics"}),
+    "uvmtorch": ((1, 0, 2, 0, 0, 0, 0, 0), {"kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics"}),
+}
+
+
+@pytest.fixture
+def store():
+    con = connect(None)
+    yield con
+    con.close()
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_every_export_has_expected_counts() -> None:
+    if not TRACES.exists():
+        pytest.skip(f"real traces absent at {TRACES}")
+    assert sorted(p.stem for p in nsys_exports()) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("export", trace_param(nsys_exports()))
+def test_ingest_rows_and_missing(export: Path, store) -> None:
+    before = _sha256(export)
+    ingest_nsys_sqlite(store, 1, export)
+    assert _sha256(export) == before, "ingest must never modify its input"
+    rows, missing = EXPECTED[export.stem]
+    got = tuple(store.execute(f"SELECT count(*) FROM {t} WHERE capture_id = 1").fetchone()[0] for t in COUNTED)
+    assert dict(zip(COUNTED, got)) == dict(zip(COUNTED, rows))
+    recorded = store.execute("SELECT data, capture_option FROM capture_missing WHERE capture_id = 1").fetchall()
+    assert {d for d, _ in recorded} == missing
+    options = dict(recorded)
+    for data in missing & {"kernels", "api_calls"}:
+        assert options[data] == "nsys profile --trace=cuda"
+    if "nvtx_ranges" in missing:
+        assert options["nvtx_ranges"] == "nsys profile --trace=nvtx"
+    assert options["gpu_metrics"] == "nsys profile --gpu-metrics-devices=all"
+    cap = store.execute("SELECT tool, format, tool_version, start_ns, end_ns, duration_ns FROM captures").fetchone()
+    assert cap[:2] == ("nsys", "nsys-sqlite")
+    if cap[3] is not None:
+        assert cap[5] == cap[4] - cap[3] > 0
+    # every timed row is well-formed
+    for table in ("kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges"):
+        bad = store.execute(f"SELECT count(*) FROM {table} WHERE start_ns IS NULL OR end_ns < start_ns "
+                            f"OR duration_ns <> end_ns - start_ns").fetchone()[0]
+        assert bad == 0, table
+
+
+def test_versions_from_both_metadata_tables(store) -> None:
+    versions = {}
+    for export in nsys_exports():
+        versions[export.stem] = read_catalog(export).tool_version
+    if not versions:
+        pytest.skip(f"real traces absent at {TRACES}")
+    assert versions["cardiac_sim"] == "unknown"  # nsys 2021: neither table
+    assert versions["csc746_vecadd"] == "2022.2.1.31"  # EXPORT_META_DATA
+    assert versions["nsys_ai_h100_2gpu_1s"] == "2026.2.1.210"  # META_DATA_EXPORT
+
+
+def _one(export_stem: str, store):
+    path = TRACES / "nsys" / f"{export_stem}.sqlite"
+    if not path.exists():
+        pytest.skip(f"real traces absent at {TRACES}")
+    ingest_nsys_sqlite(store, 1, path)
+    return store
+
+
+def test_gpus_and_peaks(store) -> None:
+    con = _one("cutlass_benchmark", store)
+    rows = con.execute("SELECT device_id, name, sm_count, compute_capability, peak_fp32_flops_per_s FROM gpus "
+                       "ORDER BY device_id").fetchall()
+    names = {r[1] for r in rows}
+    assert len(rows) == 4 and any("A40" in n for n in names) and any("A100" in n for n in names)
+    assert all(r[4] is not None for r in rows)
+
+
+def test_gpus_without_gpu_table_come_from_kernels(store) -> None:
+    con = _one("nsys_ai_h100_2gpu_1s", store)
+    assert con.execute("SELECT device_id, name, sm_count FROM gpus ORDER BY 1").fetchall() == [(0, None, None),
+                                                                                              (1, None, None)]
+
+
+def test_unified_memory_labels(store) -> None:
+    con = _one("csc746_vecadd", store)  # nsys 2022.2: no ENUM tables, built-in labels
+    got = dict(con.execute("SELECT direction, count(*) FROM memcpys GROUP BY 1").fetchall())
+    assert got == {"Unified Host-to-Device": 12288, "Unified Device-to-Host": 6144}
+    causes = {r[0] for r in con.execute("SELECT DISTINCT migration_cause FROM memcpys").fetchall()}
+    assert causes == {"coherence", "prefetch"}
+
+
+def test_sync_types_and_api_kinds(store) -> None:
+    con = _one("nsys_ai_h100_2gpu_1s", store)
+    assert dict(con.execute("SELECT sync_type, count(*) FROM syncs GROUP BY 1").fetchall()) == {
+        "stream_wait_event": 236, "stream_synchronize": 8}
+    kinds = dict(con.execute("SELECT kind, count(*) FROM api_calls GROUP BY 1").fetchall())
+    assert set(kinds) <= {"runtime", "driver"} and kinds.get("runtime")
+    assert con.execute("SELECT count(*) FROM api_calls WHERE name = 'cudaLaunchKernelExC_v11060' "
+                       "AND base_name = 'cudaLaunchKernelExC'").fetchone()[0] == 558
+
+
+def test_kernel_tid_comes_from_launching_call(store) -> None:
+    con = _one("fuser_h200_matmul", store)
+    orphans = con.execute("""
+        SELECT count(*) FROM kernels k WHERE k.tid IS NULL OR NOT EXISTS (
+            SELECT 1 FROM api_calls a WHERE a.correlation_id = k.correlation_id AND a.pid = k.pid AND a.tid = k.tid)
+        """).fetchone()[0]
+    assert orphans == 0
+    assert con.execute("SELECT count(DISTINCT pid) FROM kernels").fetchone()[0] == 1
+
+
+def _reference_depths(rows):
+    """Nesting depth by a plain stack walk per thread (the definition the SQL must match)."""
+    out = {}
+    by_thread = defaultdict(list)
+    for key, tid, start, end in rows:
+        by_thread[tid].append((start, -end, key, end))
+    for items in by_thread.values():
+        stack: list[int] = []
+        for start, _neg_end, key, end in sorted(items):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            out[key] = len(stack)
+            stack.append(end)
+    return out
+
+
+@pytest.mark.parametrize("stem", ["fuser_h200_matmul", "nsys_ai_h100_2gpu_1s", "memfusion"])
+def test_nvtx_depth_matches_stack_walk(stem: str, store) -> None:
+    con = _one(stem, store)
+    rows = con.execute("SELECT row_number() OVER () AS k, pid * 16777216 + tid, start_ns, end_ns, depth, domain "
+                       "FROM nvtx_ranges WHERE event_type = 'push_pop'").fetchall()
+    assert rows
+    ref = _reference_depths([(k, t, s, e) for k, t, s, e, _d, _dom in rows])
+    assert {k: d for k, _t, _s, _e, d, _dom in rows} == ref
+    assert all(dom for *_, dom in rows)
+
+
+def test_invalid_utf8_environment_is_never_read(store) -> None:
+    con = _one("cardiac_sim", store)  # TARGET_INFO_SYSTEM_ENV holds invalid UTF-8
+    assert con.execute("SELECT tool_version FROM captures").fetchone()[0] == "unknown"
+    assert con.execute("SELECT name FROM gpus").fetchone()[0].startswith("NVIDIA GeForce RTX 3060")
+
+
+def test_sample_trace_ingests_and_fires_the_demo_patterns(store) -> None:
+    ingest_nsys_sqlite(store, 1, SAMPLE)
+    con = store
+    assert con.execute("SELECT count(*) FROM kernels WHERE name LIKE 'ampere_sgemm%'").fetchone()[0] > 0
+    assert con.execute("SELECT count(*) FROM kernels WHERE blocks < 108").fetchone()[0] > 0
+    assert {r[0] for r in con.execute("SELECT DISTINCT sync_type FROM syncs").fetchall()} == {
+        "stream_synchronize", "context_synchronize"}
+    assert con.execute("SELECT count(*) FROM memcpys WHERE src_kind = 'pageable' OR dst_kind = 'pageable'"
+                       ).fetchone()[0] > 0
+    assert con.execute("SELECT max(depth) FROM nvtx_ranges").fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM kernels WHERE tid IS NULL").fetchone()[0] == 0
+    assert SAMPLE.stat().st_size < 1_000_000
+
+
+def test_sample_generator_is_deterministic(tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("generate_demo", REPO / "sample_traces" / "generate_demo.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.write(tmp_path / "demo.sqlite")
+    import sqlite3
+
+    def dump(path: Path) -> list[str]:  # content, not bytes: the file header records the SQLite library version
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return list(con.iterdump())
+        finally:
+            con.close()
+
+    assert dump(out) == dump(SAMPLE), "regenerate with: python sample_traces/generate_demo.py"
+
+
+def test_invalid_utf8_in_strings_and_nvtx_text(tmp_path: Path, store) -> None:
+    import shutil
+    import sqlite3
+
+    bad = tmp_path / "bad_utf8.sqlite"
+    shutil.copyfile(SAMPLE, bad)
+    con = sqlite3.connect(bad)
+    con.execute("UPDATE StringIds SET value = CAST(X'6B65726E656CFF5F78' AS TEXT) WHERE value = 'scale_bias_kernel'")
+    con.execute("UPDATE NVTX_EVENTS SET text = CAST(X'666F7277FE617264' AS TEXT) WHERE text = 'forward'")
+    con.commit()
+    con.close()
+    ingest_nsys_sqlite(store, 1, bad)
+    assert store.execute("SELECT count(*) FROM kernels WHERE short_name = 'kernel\ufffd_x'").fetchone()[0] > 0
+    assert store.execute("SELECT count(*) FROM nvtx_ranges WHERE text = 'forw\ufffdard'").fetchone()[0] == 6
+    assert store.execute("SELECT count(*) FROM kernels").fetchone()[0] > 100

@@ -1,0 +1,162 @@
+"""Many captures in one analysis: parallel ingest into one store, rules per capture, the combined view."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TRACES
+from nsight_advisor import parallel_ingest, store_cache, workflow
+from nsight_advisor.combined_view import combined_view, merged_findings
+from nsight_advisor.engine.model import AnalysisResult, Finding
+from nsight_advisor.errors import InputError
+from nsight_advisor.store import connect
+
+RANKS = [TRACES / "nsys" / n for n in
+         ("nsys_ai_h100_2gpu_1s.sqlite", "pipit_cloverleaf_a100.sqlite", "nsu_v100_openacc.sqlite")]
+TABLES_COMPARED = ("captures", "gpus", "kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges",
+                   "capture_missing", "ingest_notes")
+
+
+@pytest.fixture
+def ranks() -> list[Path]:
+    if not all(p.exists() for p in RANKS):
+        pytest.skip(f"real traces not present at {TRACES}")
+    return RANKS
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(folder))
+    return folder
+
+
+def _kernel_rows(path: Path) -> int:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute("select count(*) from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _contents(store: Path) -> dict[str, list]:
+    con = connect(store, read_only=True)
+    try:
+        return {t: con.execute(f"select * exclude (ingested_at) from {t} order by all" if t == "captures"
+                               else f"select * from {t} order by all").fetchall()
+                for t in TABLES_COMPARED}
+    finally:
+        con.close()
+
+
+def test_many_captures_get_their_own_capture_ids(ranks):
+    con, ids = workflow.load(ranks)
+    try:
+        assert ids == [1, 2, 3]
+        names = dict(con.execute("select capture_id, source_name from captures").fetchall())
+        assert names == {i + 1: p.name for i, p in enumerate(ranks)}
+        counts = dict(con.execute("select capture_id, count(*) from kernels group by 1").fetchall())
+        assert counts == {i + 1: _kernel_rows(p) for i, p in enumerate(ranks)}
+    finally:
+        con.close()
+
+
+def test_parallel_ingest_equals_sequential_ingest(ranks, tmp_path):
+    items = list(zip([1, 2, 3], [p.resolve() for p in ranks]))
+    stores = {}
+    for workers in (1, 3):
+        target = tmp_path / f"w{workers}.duckdb"
+        store_cache.build_store(target, lambda con: parallel_ingest.ingest_many(
+            con, items, work_dir=tmp_path, max_workers=workers))
+        stores[workers] = _contents(target)
+    assert stores[1] == stores[3]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w1.duckdb", "w3.duckdb"]  # worker files gone
+
+
+def test_a_bad_capture_among_many_names_the_file_and_leaves_nothing(ranks, tmp_path, cache):
+    bad = tmp_path / "rank9.sqlite"
+    bad.write_bytes(b"this is no sqlite file at all" * 10)
+    with pytest.raises(InputError, match="rank9.sqlite"):
+        workflow.load([ranks[0], bad, ranks[1]])
+    assert not cache.exists() or list(cache.iterdir()) == []
+
+
+def test_ingest_command_adds_many_captures_to_a_store(ranks, tmp_path):
+    target = tmp_path / "run.duckdb"
+    assert workflow.ingest_to_store(ranks[:2], target) == [1, 2]
+    assert workflow.ingest_to_store(ranks[2:], target) == [3]
+    con, ids = workflow.load([target])
+    try:
+        assert ids == [1, 2, 3]
+        assert con.execute("select count(distinct capture_id) from kernels").fetchone()[0] == 3
+    finally:
+        con.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.duckdb"]
+
+
+def test_analyze_many_reports_per_capture_and_combined(ranks):
+    result = workflow.analyze(ranks)
+    assert [c["capture_id"] for c in result.captures] == [1, 2, 3]
+    assert {f.capture_id for f in result.findings} <= {1, 2, 3}
+    combined = result.summary["combined"]
+    assert combined["capture_count"] == 3
+    walls = {c["capture_id"]: c["duration_ns"] for c in result.captures}
+    assert combined["slowest"]["capture_id"] == max(walls, key=walls.get)
+    # OpenACC on V100 runs 21 s of single-thread kernels: by far the longest of the three
+    assert combined["slowest"]["source_name"] == "nsu_v100_openacc.sqlite"
+    assert combined["slowest"]["behind_fastest_ns"] == max(walls.values()) - min(walls.values())
+    merged = combined["findings"]
+    assert sum(len(m["capture_ids"]) for m in merged) == len({(f.rule_id, f.capture_id) for f in result.findings})
+    assert sum(m["impact_ns_total"] for m in merged) == sum(f.impact_ns for f in result.findings)
+    for m in merged:
+        same = [f for f in result.findings if f.rule_id == m["rule_id"]]
+        assert m["capture_ids"] == sorted({f.capture_id for f in same})
+        assert m["in_all_captures"] == (len(m["capture_ids"]) == 3)
+    json.dumps(result.to_dict())  # the combined view is plain JSON
+
+
+def test_single_capture_has_no_combined_view(ranks):
+    result = workflow.analyze(ranks[:1])
+    assert "combined" not in result.summary
+
+
+def _finding(rule_id, capture_id, impact_ns, severity="warning", subject=None):
+    f = Finding(rule_id=rule_id, rule_name=rule_id.lower(), severity=severity, title=f"title {rule_id}",
+                message="m", capture_id=capture_id, impact_ns=impact_ns, impact_pct=impact_ns / 100)
+    if subject is not None:
+        f.subject = subject  # the rule's group_by value, when the engine records one
+    return f
+
+
+def test_merging_keys_on_rule_and_subject():
+    findings = [_finding("NA1", 1, 10), _finding("NA1", 2, 30, "error"), _finding("NA2", 1, 5, subject="k1"),
+                _finding("NA2", 2, 7, subject="k2"), _finding("NA2", 2, 1, subject="k1")]
+    result = AnalysisResult(tool={}, captures=[{"capture_id": 1, "duration_ns": 100},
+                                               {"capture_id": 2, "duration_ns": 300}],
+                            findings=findings, outcomes=[])
+    rows = {(m["rule_id"], m["subject"]): m for m in merged_findings(result)}
+    assert rows[("NA1", "")]["capture_ids"] == [1, 2]
+    assert rows[("NA1", "")]["severity"] == "error"
+    assert rows[("NA1", "")]["impact_ns_total"] == 40 and rows[("NA1", "")]["worst_capture_id"] == 2
+    assert rows[("NA2", "k1")]["capture_ids"] == [1, 2] and rows[("NA2", "k1")]["impact_ns_total"] == 6
+    assert rows[("NA2", "k2")]["capture_ids"] == [2] and not rows[("NA2", "k2")]["in_all_captures"]
+    view = combined_view(result)
+    assert view["slowest"]["capture_id"] == 2 and view["slowest"]["behind_fastest_pct"] == 200.0
+
+
+def test_cli_analyze_many_as_json(ranks):
+    proc = subprocess.run([sys.executable, "-m", "nsight_advisor", "analyze", *map(str, ranks), "--format", "json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # not a terminal: no progress output
+    doc = json.loads(proc.stdout)
+    assert [c["source_name"] for c in doc["captures"]] == [p.name for p in ranks]
+    assert doc["summary"]["combined"]["slowest"]["source_name"] == "nsu_v100_openacc.sqlite"
