@@ -12,7 +12,7 @@ Measured per size, all in one run, each command in a fresh process (peak RSS is 
 largest resident set, from getrusage(RUSAGE_CHILDREN) of a wrapper that waits for it):
 
 * ``sqlite scan``: SQLite itself aggregating every column our ingest reads, over the same tables
-  (``bench_ingest.sqlite_scan_s``, the floor for any reader); best of two after a warm-up;
+  (``bench_ingest.SCAN_COLUMNS``, in C: the floor for any reader); best of two after a warm-up;
 * ``nsys stats``: gpukernsum, cudaapisum and gpumemtimesum, when ``nsys`` is on PATH;
 * ``cold``: ``nsight-advisor analyze EXPORT --no-cache -o report.html`` with an empty cache;
 * ``warm``: the same command again without --no-cache (the cached store is reused): best of three;
@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_ingest import DEFAULT_SOURCE, build_export, sqlite_scan_s  # noqa: E402  (the one replay generator)
+from bench_ingest import DEFAULT_SOURCE, SCAN_COLUMNS, build_export  # noqa: E402  (the one replay generator)
 
 DOC = REPO / "docs" / "performance.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -53,9 +53,10 @@ import json, resource, subprocess, sys, time
 t0 = time.perf_counter()
 rc = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 wall = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+peak = usage.ru_maxrss / 1024
 sys.stderr.write(rc.stderr.decode("utf-8", "replace")[-2000:])
-print(json.dumps({"wall_s": wall, "peak_rss_mb": peak, "rc": rc.returncode,
+print(json.dumps({"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": peak, "rc": rc.returncode,
                   "stdout": rc.stdout.decode("utf-8", "replace")[-2000:]}))
 """
 
@@ -70,14 +71,37 @@ def measure(argv: list[str], env: dict | None = None) -> dict:
     return result
 
 
+_SCAN = r"""
+import json, sqlite3, sys, time
+path, columns = sys.argv[1], json.loads(sys.argv[2])
+def scan():
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    have = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+    t0, c0 = time.perf_counter(), time.process_time()
+    for table, cols in columns.items():
+        if table in have:
+            present = {r[1] for r in con.execute(f"pragma table_info({table})")}
+            aggs = ", ".join(f'max("{c}")' for c in cols if c in present)
+            con.execute(f"select count(*), {aggs} from {table}").fetchone()
+    con.execute("select count(*), max(value) from StringIds").fetchone()
+    out = (time.perf_counter() - t0, time.process_time() - c0)
+    con.close()
+    return out
+scan()
+print(json.dumps(min(scan() for _ in range(2))))
+"""
+
+
 def sqlite_anchor(path: Path) -> dict:
-    """SQLite's own aggregate scan, best of two after one warm-up, with the scanning process's peak RSS."""
-    code = ("import json, sys; sys.path.insert(0, sys.argv[2]); from pathlib import Path\n"
-            "from bench_ingest import sqlite_scan_s\n"
-            "p = Path(sys.argv[1]); sqlite_scan_s(p)\n"
-            "print(json.dumps(min(sqlite_scan_s(p) for _ in range(2))))\n")
-    res = measure([sys.executable, "-c", code, str(path), str(HERE)])
-    res["scan_s"] = json.loads(res["stdout"].strip().splitlines()[-1]) if res["rc"] == 0 else None
+    """SQLite's own aggregate scan of every column our ingest reads (bench_ingest.SCAN_COLUMNS), in C.
+
+    Best of two after a warm-up, in a fresh process; ``scan_s``/``scan_cpu_s`` are the scan alone.
+    """
+    res = measure([sys.executable, "-c", _SCAN, str(path), json.dumps(SCAN_COLUMNS)])
+    if res["rc"] == 0:
+        res["scan_s"], res["scan_cpu_s"] = json.loads(res["stdout"].strip().splitlines()[-1])
+    else:
+        res["scan_s"] = res["scan_cpu_s"] = None
     return res
 
 
@@ -106,7 +130,8 @@ def analyze_runs(path: Path, work: Path, profile: bool) -> dict:
     warm["peak_rss_mb"] = max(r["peak_rss_mb"] for r in warm_runs)
     out = {"cold": cold, "warm": warm, "html_bytes": report.stat().st_size if report.exists() else None,
            "store_bytes": sum(p.stat().st_size for p in cache.glob("*.duckdb"))}
-    leftovers = [p.name for p in cache.iterdir() if p.suffix != ".duckdb"] if cache.exists() else []
+    kept = {p for p in cache.glob("*.duckdb")} | {p for p in cache.glob("results/*.json")} | {cache / "results"}
+    leftovers = [str(p.relative_to(cache)) for p in cache.rglob("*") if p not in kept] if cache.exists() else []
     leftovers += [p.name for p in work.iterdir() if p.name not in ("cache", "report.html", "profile")]
     out["leftovers"] = leftovers
     if profile:
@@ -193,23 +218,25 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    """The markdown table of results."""
-    head = ("| kernels | export | activity rows | SQLite scan s (RSS MB) | nsys stats s (RSS MB) | cold analyze s "
-            "| cold / nsys stats | cold / SQLite scan | warm analyze s | peak RSS cold / warm MB | HTML | store "
-            "| temp files left |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    """The markdown table of results: wall seconds, with CPU seconds (user + sys) in parentheses."""
+    head = ("| kernels | export | activity rows | SQLite scan s | nsys stats s | cold analyze s | cold / nsys stats "
+            "| cold / SQLite scan | warm analyze s | peak RSS MB: nsys / cold / warm | HTML | store | temp files left |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         sq, n, cold, warm = r["sqlite"], r["nsys"], r["cold"], r["warm"]
-        nsys_s = n["wall_s"] if n and n["rc"] == 0 else None
-        nsys_cell = f"{_s(nsys_s)} ({n['peak_rss_mb']:.0f})" if n else "not installed"
-        cold_s = cold["wall_s"] if cold["rc"] == 0 else None
-        warm_s = warm["wall_s"] if warm["rc"] == 0 else None
+        ok_n = n is not None and n["rc"] == 0
+        nsys_s, nsys_cpu = (n["wall_s"], n["cpu_s"]) if ok_n else (None, None)
+        cold_s, cold_cpu = (cold["wall_s"], cold["cpu_s"]) if cold["rc"] == 0 else (None, None)
+        warm_s, warm_cpu = (warm["wall_s"], warm["cpu_s"]) if warm["rc"] == 0 else (None, None)
+        nsys_cell = f"{_s(nsys_s)} ({_s(nsys_cpu)})" if n else "not installed"
         left = r["leftovers"] + r.get("temp_left", [])
         lines.append(
             f"| {r['kernels']:,} | {r['export_bytes'] / 2**20:,.0f} MB | {r['activity_rows']:,} "
-            f"| {_s(sq['scan_s'])} ({sq['peak_rss_mb']:.0f}) | {nsys_cell} "
-            f"| {_s(cold_s)} | {_ratio(cold_s, nsys_s)} | {_ratio(cold_s, sq['scan_s'])} | {_s(warm_s)} "
-            f"| {cold['peak_rss_mb']:.0f} / {warm['peak_rss_mb']:.0f} "
+            f"| {_s(sq['scan_s'])} ({_s(sq['scan_cpu_s'])}) | {nsys_cell} | {_s(cold_s)} ({_s(cold_cpu)}) "
+            f"| {_ratio(cold_s, nsys_s)} ({_ratio(cold_cpu, nsys_cpu)}) "
+            f"| {_ratio(cold_s, sq['scan_s'])} ({_ratio(cold_cpu, sq['scan_cpu_s'])}) | {_s(warm_s)} ({_s(warm_cpu)}) "
+            f"| {n['peak_rss_mb'] if ok_n else 0:.0f} / {cold['peak_rss_mb']:.0f} / {warm['peak_rss_mb']:.0f} "
             f"| {(r['html_bytes'] or 0) / 2**20:.2f} MB | {r['store_bytes'] / 2**20:,.0f} MB "
             f"| {', '.join(left) if left else 'none'} |"
         )

@@ -1,9 +1,10 @@
-"""Ingest many captures at once: one worker process per capture (up to the core count), then one merge.
+"""Ingest many captures at once: this process ingests the first, worker processes the others, then one merge.
 
-Each worker ingests its capture into its own temporary DuckDB file under the capture id the parent gave
-it; the parent then copies every normalized table of each file into the store, in capture-id order, so
-the store is the same whatever order the workers finish in. A single capture (or a single core) is
-ingested in-process: a worker would only add its start-up time.
+Up to the core count of captures are ingested at the same time. Each worker ingests its capture into its
+own temporary DuckDB file under the capture id the parent gave it, while the parent ingests the first
+capture straight into the store (no worker start-up, no copy for it); the parent then copies every
+normalized table of each worker's file into the store in capture-id order, so the store is the same
+whatever order the workers finish in. A single capture (or a single core) is ingested in-process.
 """
 
 from __future__ import annotations
@@ -40,77 +41,99 @@ def usable_cores() -> int:
 
 def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *, work_dir: Path,
                 progress: bool = False, max_workers: int | None = None) -> None:
-    """Ingest every ``(capture_id, path)`` into the store behind ``con``, in parallel when it pays.
+    """Ingest every ``(capture_id, path)`` into the store behind ``con``, in parallel when there are cores.
 
-    ``work_dir`` holds the workers' temporary stores (on the store's file system, since they can be as
-    large as the captures); they are removed before this returns, whatever happens.
+    The first capture is ingested in this process, straight into the store, while worker processes
+    ingest the others into temporary stores in ``work_dir`` (on the store's file system, since they can
+    be as large as the captures); those are merged in capture-id order and removed before this
+    returns, whatever happens.
     """
-    from nsight_advisor.ingest import ingest_captures
+    from nsight_advisor.ingest import ingest_capture, ingest_captures
 
     items = [(cid, Path(p)) for cid, p in items]
     workers = min(len(items), max_workers or usable_cores())
     if workers <= 1:
         ingest_captures(con, items, progress=progress)
         return
+    threads = max(1, usable_cores() // workers)
     tmp_dir = Path(tempfile.mkdtemp(prefix=".nsight-advisor-ingest-", dir=work_dir))
+    pool = _WorkerPool(workers - 1, threads)
     try:
-        with Progress(f"ingest {len(items)} captures", 2 * len(items), enabled=progress) as bar:
-            parts = _run_workers(items, tmp_dir, workers, bar)
-            for capture_id, part in parts:
+        with Progress(f"ingest {len(items)} captures", 2 * len(items) - 1, enabled=progress) as bar:
+            jobs = [(cid, path, tmp_dir / f"capture-{cid}.duckdb") for cid, path in items[1:]]
+            futures = [pool.submit(job) for job in jobs]
+            first_id, first_path = items[0]
+            saved = con.execute("SELECT current_setting('threads')").fetchone()[0]
+            con.execute(f"SET threads = {threads}")
+            try:
+                ingest_capture(con, first_id, first_path, progress=False)
+            finally:
+                con.execute(f"SET threads = {int(saved)}")
+            bar.step(f"ingested {first_path.name}")
+            for (cid, path, part), future in zip(jobs, futures):
+                future.result()  # re-raises the worker's InputError as is
+                bar.step(f"ingested {path.name}")
                 _merge(con, part)
                 part.unlink()
-                bar.step(f"merged capture {capture_id}")
+                bar.step(f"merged {path.name}")
+    except BaseException:
+        pool.kill()
+        raise
     finally:
+        pool.shutdown()
         shutil.rmtree(tmp_dir, ignore_errors=True)
 
 
-def _run_workers(items: Sequence[tuple[int, Path]], tmp_dir: Path, workers: int,
-                 bar: Progress) -> list[tuple[int, Path]]:
-    # Workers are fresh interpreters (``python -m nsight_advisor.parallel_ingest``), not multiprocessing
-    # children: a fork would copy the parent's DuckDB threads mid-flight, and spawn re-runs the caller's
-    # main module, which breaks scripts and notebooks that call the library without a main guard.
-    threads = max(1, usable_cores() // workers)
-    jobs = [(cid, Path(p), tmp_dir / f"capture-{cid}.duckdb") for cid, p in items]
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    running: dict[int, subprocess.Popen] = {}
-    lock = threading.Lock()
-    failed = threading.Event()
+class _WorkerPool:
+    """Runs ``python -m nsight_advisor.parallel_ingest`` jobs, at most ``size`` at a time.
 
-    def run(job: tuple[int, Path, Path]) -> None:
+    Workers are fresh interpreters, not multiprocessing children: a fork would copy the parent's DuckDB
+    threads mid-flight, and spawn re-runs the caller's main module, which breaks scripts and notebooks
+    that call the library without a main guard.
+    """
+
+    def __init__(self, size: int, threads: int) -> None:
+        self.threads = threads
+        self.env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parent.parent)
+        self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, self.env.get("PYTHONPATH")]))
+        self.running: dict[int, subprocess.Popen] = {}
+        self.lock = threading.Lock()
+        self.failed = threading.Event()
+        self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, size))
+
+    def submit(self, job: tuple[int, Path, Path]) -> concurrent.futures.Future:
+        return self.executor.submit(self._run, job)
+
+    def _run(self, job: tuple[int, Path, Path]) -> None:
         cid, path, out = job
-        cmd = [sys.executable, "-m", "nsight_advisor.parallel_ingest", str(cid), str(path), str(out), str(threads)]
-        with lock:
-            if failed.is_set():
-                return
+        cmd = [sys.executable, "-m", "nsight_advisor.parallel_ingest", str(cid), str(path), str(out),
+               str(self.threads)]
+        with self.lock:
+            if self.failed.is_set():
+                raise RuntimeError("ingest cancelled")
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, env=env)
-            running[cid] = proc
+                                    stderr=subprocess.PIPE, env=self.env)
+            self.running[cid] = proc
         _out, err = proc.communicate()
-        with lock:
-            running.pop(cid, None)
+        with self.lock:
+            self.running.pop(cid, None)
         if proc.returncode == 0:
             return
-        failed.set()
+        self.failed.set()
         text = err.decode("utf-8", "replace").strip()
         if proc.returncode == _EXIT_INPUT_ERROR:
             raise InputError(text.splitlines()[-1] if text else f"{path}: cannot be ingested")
         raise RuntimeError(f"ingest worker for {path} failed (exit {proc.returncode}): {text[-2000:]}")
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run, job): job for job in jobs}
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                future.result()
-                bar.step(f"ingested {futures[future][1].name}")
-        except BaseException:
-            failed.set()
-            with lock:
-                for proc in running.values():
-                    proc.kill()
-            raise
-    return [(cid, out) for cid, _path, out in jobs]
+    def kill(self) -> None:
+        self.failed.set()
+        with self.lock:
+            for proc in self.running.values():
+                proc.kill()
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _worker_main(argv: list[str]) -> int:

@@ -6,7 +6,8 @@ query over millions of rows. The key covers the store file (path, inode, size, m
 every file of the package, the built-in rules and the extra rule folders (path, size, mtime), the
 resolved configuration, ``--set``/``--select``/``--ignore`` and the tool version. Results in which a rule
 errored are never kept (a time limit under load is no property of the capture). One result per store is
-kept, in the cache folder under ``results/``.
+kept, in the cache folder under ``results/``, with the reports rendered from it (``KEY.html``, ...), so a
+warm run does not even render.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ def result_key(store: Path, capture_ids: Sequence[int], *, rules_dirs: Iterable[
     store = Path(store).resolve()
     st = store.stat()
     config = find_config(config_path)
-    folders = [_PACKAGE_DIR, builtin_rules_dir(), *map(Path, config.rules_dirs), *map(Path, rules_dirs)]
+    from nsight_advisor.resources import templates_dir
+
+    folders = [_PACKAGE_DIR, builtin_rules_dir(), templates_dir(), *map(Path, config.rules_dirs),
+               *map(Path, rules_dirs)]
     state = hashlib.sha256()
     for part in (__version__, st.st_ino, st.st_size, st.st_mtime_ns, list(capture_ids), repr(config),
                  list(overrides), list(select), list(ignore)):
@@ -78,9 +82,11 @@ def read_result(key: str) -> AnalysisResult | None:
     """The cached result under ``key``, or None (absent or unreadable)."""
     path = results_dir() / f"{key}.json"
     try:
-        return result_from_dict(json.loads(path.read_text(encoding="utf-8")))
+        result = result_from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError, KeyError):
         return None
+    result._cache_key = key
+    return result
 
 
 def write_result(key: str, result: AnalysisResult) -> bool:
@@ -107,17 +113,54 @@ def write_result(key: str, result: AnalysisResult) -> bool:
     except OSError:
         return False
     where = key.split("-", 1)[0]
-    for old in folder.glob(f"{where}-*.json"):
-        if old.name != f"{key}.json":
+    for old in folder.glob(f"{where}-*"):
+        if old.name.split(".", 1)[0] != key:
             with contextlib.suppress(FileNotFoundError):
                 old.unlink()
+    result._cache_key = key  # lets write_report keep and reuse the rendered report too
     return True
+
+
+def _rendered_path(key: str, result: AnalysisResult, fmt: str) -> Path:
+    # The result's own digest is part of the name: a caller that changed the result after analyze()
+    # gets a fresh render, never one of the unchanged result.
+    digest = hashlib.sha256(json.dumps(result.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return results_dir() / f"{key}.{digest}.{fmt}"
+
+
+def read_rendered(result: AnalysisResult, fmt: str) -> str | None:
+    """The report of ``result`` rendered as ``fmt``, when kept beside the cached result; else None."""
+    key = getattr(result, "_cache_key", None)
+    if key is None:
+        return None
+    try:
+        return _rendered_path(key, result, fmt).read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+
+
+def write_rendered(result: AnalysisResult, fmt: str, text: str) -> None:
+    """Keep ``text``, ``result`` rendered as ``fmt``, beside the cached result (only while that is kept)."""
+    key = getattr(result, "_cache_key", None)
+    folder = results_dir()
+    if key is None or not (folder / f"{key}.json").exists():
+        return
+    target = _rendered_path(key, result, fmt)
+    tmp = folder / f".{key}.{fmt}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
 
 
 def forget_store(store: Path) -> None:
     """Drop the cached results of the store at ``store`` (called when the store is rebuilt or removed)."""
     where = hashlib.sha256(str(Path(store).resolve()).encode()).hexdigest()[:16]
-    for old in results_dir().glob(f"{where}-*.json"):
+    for old in results_dir().glob(f"{where}-*"):
         with contextlib.suppress(FileNotFoundError):
             old.unlink()
 

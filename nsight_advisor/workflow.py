@@ -191,9 +191,12 @@ def format_from_suffix(output: Path | None) -> str:
 
 def write_report(result, fmt: str, output: Path | None) -> None:
     """Render ``result`` as ``fmt`` to ``output`` (atomically) or stdout."""
-    from nsight_advisor.report import render
+    text = result_cache.read_rendered(result, fmt)
+    if text is None:
+        from nsight_advisor.report import render
 
-    text = render(result, fmt)
+        text = render(result, fmt)
+        result_cache.write_rendered(result, fmt, text)
     if output is None:
         print(text, end="" if text.endswith("\n") else "\n")
         return

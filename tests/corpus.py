@@ -59,6 +59,7 @@ HOSTILE = (
     "{{7*7}} ${7*7} {0.__class__} %s%n",
     "'; DROP TABLE kernels; --",
     "[click](javascript:alert(5))",
+    "\x1b]0;pwned\x07\x1b[2J\x1b[31mterminal escapes",
 )
 SCRIPT_NAME = HOSTILE[0]
 
@@ -103,6 +104,8 @@ class Setup:
     existing_output: bytes | None = None  # content of -o before the run (kept on failure)
     output_name: str = "report"  # file name (without suffix) of -o inside the output folder
     secrets: list[str] = field(default_factory=list)  # must not appear in any output (file contents rules read)
+    cwd_files: dict[str, str] = field(default_factory=dict)  # files written into the run's working folder
+    env: dict[str, str] = field(default_factory=dict)  # environment overrides ("{workdir}" is replaced)
 
 
 @dataclass(frozen=True)
@@ -559,6 +562,32 @@ def b_sqlite_hostile_strings(folder: Path) -> Setup:
     return _setup(path)
 
 
+def b_sqlite_hostile_identifiers(folder: Path) -> Setup:
+    path = _copy(MOCK, folder, "capture.sqlite")
+    _edit(path,
+          'create table "ENUM_X""; drop table kernels; --" (id integer, name text)',
+          'create table "CUPTI_ACTIVITY_KIND_KERNEL\'); select 1; --" (start integer, end integer)',
+          'alter table CUPTI_ACTIVITY_KIND_KERNEL add column "evil"", (select 1) as ""x" integer',
+          'alter table StringIds add column "<script>alert(1)</script>" text')
+    return _setup(path)
+
+
+def b_cache_is_file(folder: Path) -> Setup:
+    setup = _setup(_copy(MOCK, folder))
+    blocker = folder.parent / "cache-file"
+    blocker.write_text("a file where the cache folder should be\n")
+    setup.env = {"NSIGHT_ADVISOR_CACHE": "{workdir}/cache-file"}
+    setup.names = ["cache-file"]
+    return setup
+
+
+def b_pyproject_bad_section(folder: Path) -> Setup:
+    setup = _setup(_copy(MOCK, folder))
+    setup.cwd_files = {"pyproject.toml": '[project]\nname = "x"\n\n[tool.nsight-advisor]\nselect = 5\n'}
+    setup.names = ["pyproject.toml"]
+    return setup
+
+
 def b_sqlite_infinite_view(folder: Path) -> Setup:
     path = _copy(MOCK, folder, "capture.sqlite")
     # a capture file can hold views; reading one runs its SQL. This one never ends.
@@ -739,6 +768,16 @@ def b_csv_numbers_absurd(folder: Path) -> Setup:
     return _write_csv(folder, "absurd_numbers.csv", "\n".join(lines) + "\n")
 
 
+def b_csv_huge_ids(folder: Path) -> Setup:
+    lines = _csv_text(CSV_DETAILS).splitlines()
+    for n in range(1, len(lines)):
+        fields = lines[n].split('","')
+        fields[0] = '"29127719118'  # result ID beyond 32 bits
+        fields[1] = "-99999999999999999999"  # process ID beyond 64 bits
+        lines[n] = '","'.join(fields)
+    return _write_csv(folder, "huge_ids.csv", "\n".join(lines) + "\n")
+
+
 def b_text_not_csv(folder: Path) -> Setup:
     return _write_csv(folder, "notes.txt", "Just some notes about the profiling run\nNo commas here at all\n")
 
@@ -788,12 +827,14 @@ def b_store_truncated(folder: Path) -> Setup:
 
 def b_output_is_directory(folder: Path) -> Setup:
     setup = _setup(_copy(MOCK, folder))
+    setup.names = ["a_folder"]
     setup.output_name = "<dir>"
     return setup
 
 
 def b_output_parent_is_file(folder: Path) -> Setup:
     setup = _setup(_copy(MOCK, folder))
+    setup.names = ["plain_file.txt"]
     setup.output_name = "<file-parent>"
     return setup
 
@@ -1039,6 +1080,12 @@ def check_json_keeps_strings(*needles: str) -> Callable[[Run], list[str]]:
     return check
 
 
+def check_no_terminal_escapes(run: Run) -> list[str]:
+    """Nothing a command prints carries a raw escape character from the capture (terminal injection)."""
+    return [f"{' '.join(inv.argv[3:4])}: a raw ESC from the capture reached the terminal"
+            for inv in run.calls if "\x1b" in inv.stdout or "\x1b" in inv.stderr]
+
+
 def check_report_bounded(run: Run) -> list[str]:
     """Every report written stays under REPORT_LIMIT_BYTES."""
     problems = []
@@ -1239,7 +1286,10 @@ CASES: tuple[Case, ...] = (
          sources=(MOCK,), formats=("json", "html")),
     Case("sqlite-hostile-strings", "sqlite", "HTML/script/template/SQL payloads in kernel, API, NVTX, GPU and thread names",
          b_sqlite_hostile_strings, "analyzed", sources=(FUSER,), formats=("json", "html", "md", "sarif"),
-         checks=(check_html_safe, check_json_keeps_strings(SCRIPT_NAME))),
+         also=("info",), checks=(check_html_safe, check_json_keeps_strings(SCRIPT_NAME), check_no_terminal_escapes)),
+    Case("sqlite-hostile-identifiers", "sqlite", "tables and columns whose names carry quotes, SQL and HTML",
+         b_sqlite_hostile_identifiers, "analyzed", sources=(MOCK,),
+         checks=(check_rows_kept("kernels", "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL"),)),
     Case("sqlite-infinite-view", "sqlite", "StringIds replaced by a view that never ends (recursive CTE)",
          b_sqlite_infinite_view, "either", sources=(MOCK,), timeout_s=90),
     Case("sqlite-kernel-view", "sqlite", "kernel table replaced by a view calling SQLite functions",
@@ -1295,6 +1345,8 @@ CASES: tuple[Case, ...] = (
          sources=(CSV_SESSION,), needs=_CSV),
     Case("csv-absurd-numbers", "csv", "real raw CSV with 1e999, nan, inf, -1, 1,2,3 as metric values",
          b_csv_numbers_absurd, "either", sources=(CSV_RAW,), needs=_CSV),
+    Case("csv-huge-ids", "csv", "real CSV whose result IDs and process IDs overflow 32 and 64 bits", b_csv_huge_ids,
+         "either", sources=(CSV_DETAILS,), needs=_CSV),
     Case("text-not-csv", "csv", "a .txt of prose, no commas", b_text_not_csv, "rejected", needs=_EARLY),
     # stores
     Case("store-zero-byte", "store", "zero-byte .duckdb given as a store", b_store_zero, "rejected", needs=_EARLY),
@@ -1306,11 +1358,13 @@ CASES: tuple[Case, ...] = (
          "rejected", sources=(MOCK,), needs=("nsys",)),
     # outputs
     Case("output-is-directory", "output", "-o names an existing folder", b_output_is_directory, "rejected",
-         sources=(MOCK,)),
+         sources=(MOCK,), store_may_remain=True),
     Case("output-parent-is-file", "output", "-o names a path under a regular file", b_output_parent_is_file,
-         "rejected", sources=(MOCK,)),
+         "rejected", sources=(MOCK,), store_may_remain=True),
     Case("output-existing-kept", "output", "bad input while -o already holds a report", b_output_existing_kept,
          "rejected", needs=_EARLY),
+    Case("cache-dir-is-file", "output", "NSIGHT_ADVISOR_CACHE names a regular file", b_cache_is_file, "rejected",
+         sources=(MOCK,)),
     Case("two-captures-one-bad", "output", "a real export and a corrupt one in one analyze",
          b_two_captures_one_bad, "rejected", sources=(MOCK,), needs=("nsys",)),
     # rule folders
@@ -1369,6 +1423,8 @@ CASES: tuple[Case, ...] = (
     Case("config-wrong-type", "config", "a rule param set to a string in nsight-advisor.toml",
          b_config('[rules.robustness-probe]\nmin_value = "zero"\n', ("min_value",)), "rejected", sources=(MOCK,),
          store_may_remain=True),
+    Case("config-pyproject-bad", "config", "./pyproject.toml with select = 5 under [tool.nsight-advisor]",
+         b_pyproject_bad_section, "rejected", sources=(MOCK,), store_may_remain=True),
     Case("config-missing", "config", "--config names a file that does not exist", b_config_missing, "rejected",
          sources=(MOCK,), store_may_remain=True),
     Case("set-no-equals", "config", "--set robustness-probe.min_value (no =)",
@@ -1400,14 +1456,16 @@ def _env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def _cli(args: list[str], workdir: Path, *, timeout_s: int) -> Invocation:
+def _cli(args: list[str], workdir: Path, *, timeout_s: int, env: dict[str, str] | None = None) -> Invocation:
     """Run ``python -m nsight_advisor ARGS`` in ``workdir/cwd`` with the cache and TMPDIR inside ``workdir``."""
     for sub in ("cache", "xdg-cache", "tmp", "cwd"):
         (workdir / sub).mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "nsight_advisor", *args]
+    full_env = _env(workdir)
+    full_env.update({k: v.replace("{workdir}", str(workdir)) for k, v in (env or {}).items()})
     started = time.monotonic()
     try:
-        proc = subprocess.run(argv, cwd=workdir / "cwd", env=_env(workdir), capture_output=True,
+        proc = subprocess.run(argv, cwd=workdir / "cwd", env=full_env, capture_output=True,
                               timeout=timeout_s, stdin=subprocess.DEVNULL)
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
@@ -1514,6 +1572,9 @@ def run_case(case: Case, workdir: Path) -> Run:
         sub.mkdir(parents=True, exist_ok=True)
     setup = case.build(inputs)  # may raise Unavailable
     run.setup = setup
+    (workdir / "cwd").mkdir(exist_ok=True)
+    for name, text in setup.cwd_files.items():
+        (workdir / "cwd" / name).write_text(text, encoding="utf-8")
     before = {str(p): _digest(p) for p in setup.watched}
     listing_before = _listing(inputs)
 
@@ -1522,8 +1583,10 @@ def run_case(case: Case, workdir: Path) -> Run:
         if setup.existing_output is not None:
             output.write_bytes(setup.existing_output)
         out_before = _listing(out_dir)
-        inv = _cli(["analyze", *setup.args, "--format", fmt, "-o", str(output), "--no-cache"], workdir,
-                   timeout_s=case.timeout_s)
+        # the first format ingests afresh; the others may reuse the cached store (the cache is checked too)
+        cache_flag = ["--no-cache"] if n == 0 else []
+        inv = _cli(["analyze", *setup.args, "--format", fmt, "-o", str(output), *cache_flag], workdir,
+                   timeout_s=case.timeout_s, env=setup.env)
         run.calls.append(inv)
         run.outputs[fmt] = output
         outcome = _classify(inv)
@@ -1553,9 +1616,10 @@ def run_case(case: Case, workdir: Path) -> Run:
     for command in case.also:
         if command == "ingest":
             store = out_dir / "ingested.duckdb"
-            inv = _cli(["ingest", first_capture, "--store", str(store)], workdir, timeout_s=case.timeout_s)
+            inv = _cli(["ingest", first_capture, "--store", str(store)], workdir, timeout_s=case.timeout_s,
+                       env=setup.env)
         else:
-            inv = _cli([command, first_capture], workdir, timeout_s=case.timeout_s)
+            inv = _cli([command, first_capture], workdir, timeout_s=case.timeout_s, env=setup.env)
         run.calls.append(inv)
         outcome = _classify(inv)
         run.problems += _check_invocation(case, setup, inv, outcome, command)

@@ -25,6 +25,11 @@ def cache(tmp_path, monkeypatch) -> Path:
     """An empty cache folder, used by this process and the CLI processes it starts."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(folder))
+    # Kept results are keyed on the package's own files too; pin that part so that a source file edited
+    # while the suite runs (a developer at work) cannot turn a warm run into a cold one mid-test.
+    from nsight_advisor import result_cache
+
+    monkeypatch.setattr(result_cache, "_PACKAGE_DIR", tmp_path / "pinned-package")
     return folder
 
 
@@ -233,7 +238,14 @@ def test_warm_analyze_reuses_the_result_without_running_rules(cache, capture, mo
     with pytest.raises(AssertionError, match="rules ran"):
         workflow.analyze([capture], overrides=["small-grid.min_blocks_per_sm=2"])
     monkeypatch.setattr(engine, "run_analysis", real)
-    assert workflow.analyze([capture], use_cache=False).to_dict() == cold.to_dict()
+    assert _timeless(workflow.analyze([capture], use_cache=False)) == _timeless(cold)
+
+
+def _timeless(result) -> dict:
+    doc = result.to_dict()
+    for outcome in doc["outcomes"]:
+        outcome.pop("elapsed_s")
+    return doc
 
 
 def test_results_with_errored_rules_are_not_kept(cache, capture, monkeypatch):
@@ -256,3 +268,43 @@ def test_result_round_trips_through_json(cache):
     back = result_cache.result_from_dict(json.loads(json.dumps(result.to_dict())))
     assert back.to_dict() == result.to_dict()
     assert type(back.findings[0].principles[0]).__name__ == "PrincipleRef"
+
+
+def test_warm_run_reuses_the_rendered_report_unless_the_result_changed(cache, capture, tmp_path, monkeypatch):
+    import nsight_advisor.report as report
+
+    cold = workflow.analyze([capture])
+    workflow.write_report(cold, "html", tmp_path / "cold.html")
+    warm = workflow.analyze([capture])
+
+    def no_render(*args, **kwargs):
+        raise AssertionError("rendered again")
+
+    real = report.render
+    monkeypatch.setattr(report, "render", no_render)
+    workflow.write_report(warm, "html", tmp_path / "warm.html")
+    assert (tmp_path / "warm.html").read_bytes() == (tmp_path / "cold.html").read_bytes()
+    warm.findings = warm.findings[:0]  # a caller edited the result: its report must be rendered anew
+    with pytest.raises(AssertionError, match="rendered again"):
+        workflow.write_report(warm, "html", tmp_path / "edited.html")
+    monkeypatch.setattr(report, "render", real)
+    workflow.write_report(warm, "md", tmp_path / "warm.md")  # another format: rendered once, then kept
+    assert (tmp_path / "warm.md").stat().st_size > 0
+
+
+def test_result_key_follows_the_package_and_rule_files(cache, capture, tmp_path, monkeypatch):
+    from nsight_advisor import result_cache
+
+    con, ids, store = workflow._load(workflow._plan([capture], None), use_cache=True, progress=False)
+    con.close()
+    pkg = tmp_path / "pinned-package"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("x = 1\n")
+    key = result_cache.result_key(store, ids)
+    (pkg / "a.py").write_text("x = 22\n")  # a code change (size differs)
+    assert result_cache.result_key(store, ids) != key
+    rules = tmp_path / "my-rules"
+    rules.mkdir()
+    key = result_cache.result_key(store, ids, rules_dirs=[rules])
+    (rules / "rule.toml").write_text("id = 'X'\n")
+    assert result_cache.result_key(store, ids, rules_dirs=[rules]) != key

@@ -316,6 +316,17 @@ def test_config_file_params_select_and_ignore(store, tmp_path):
     assert [o.rule_name for o in result.outcomes] == ["other"]
 
 
+def test_unknown_rules_in_select_or_ignore_are_config_errors(store, tmp_path):
+    write_rule(tmp_path / "r", "long-kernels")
+    with pytest.raises(ConfigError, match="--select: unknown rule 'NA999'"):
+        run(store, tmp_path / "r", select=["NA999"])
+    with pytest.raises(ConfigError, match="--ignore: unknown rule 'nope'"):
+        run(store, tmp_path / "r", ignore=["nope"])
+    Path("nsight-advisor.toml").write_text('ignore = ["typo"]\n')
+    with pytest.raises(ConfigError, match="nsight-advisor.toml: key 'ignore': unknown rule 'typo'"):
+        run(store, tmp_path / "r")
+
+
 def test_pyproject_section_is_read(store, tmp_path):
     write_rule(tmp_path / "r", "long-kernels")
     Path("pyproject.toml").write_text(f'[project]\nname = "x"\n[tool.nsight-advisor]\nrules_dirs = ["{tmp_path / "r"}"]\n'
@@ -364,6 +375,15 @@ def test_load_errors_name_the_file_the_key_and_the_fix(tmp_path, edit, words):
     assert str(folder / "rule.toml") in str(exc.value)
     for word in words:
         assert word in str(exc.value), str(exc.value)
+
+
+def test_load_errors_give_the_line(tmp_path):
+    folder = write_rule(tmp_path / "r", "long-kernels")
+    edit = (folder / "rule.toml").read_text().replace('op = ">"', 'op = "=>"')
+    (folder / "rule.toml").write_text(edit)
+    line = edit.splitlines().index('op = "=>"') + 1
+    with pytest.raises(RuleError, match=rf"rule.toml:{line}: key 'judgement.op': '=>' is not one of"):
+        load_rule(folder)
 
 
 def test_missing_query_and_duplicate_ids_are_load_errors(tmp_path):

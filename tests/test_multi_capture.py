@@ -160,3 +160,52 @@ def test_cli_analyze_many_as_json(ranks):
     doc = json.loads(proc.stdout)
     assert [c["source_name"] for c in doc["captures"]] == [p.name for p in ranks]
     assert doc["summary"]["combined"]["slowest"]["source_name"] == "nsu_v100_openacc.sqlite"
+
+
+def _run_with_terminal_stderr(args: list[str]) -> tuple[int, str]:
+    """Run the CLI with stderr on a pseudo-terminal (as in an interactive shell); returns (exit code, stderr)."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "nsight_advisor", *args], cwd=REPO, stdout=subprocess.DEVNULL,
+                                stderr=slave, env={**os.environ, "PYTHONPATH": str(REPO)})
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not data:
+                break
+            chunks.append(data)
+        proc.wait(timeout=600)
+    finally:
+        os.close(master)
+    return proc.returncode, b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory) -> list[Path]:
+    """Two 100k-kernel replays of a real export (ingest takes well over a second: progress must show)."""
+    if not RANKS[0].exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_ingest import build_export
+
+    out = tmp_path_factory.mktemp("replay")
+    export = build_export(RANKS[0], 100_000, out)
+    twin = out / "rank1.sqlite"
+    twin.write_bytes(export.read_bytes())
+    return [export, twin]
+
+
+@pytest.mark.slow
+def test_progress_on_a_terminal_and_silence_with_quiet(replayed, tmp_path):
+    args = ["analyze", *map(str, replayed), "--format", "json", "-o", str(tmp_path / "r.json"), "--no-cache"]
+    rc, err = _run_with_terminal_stderr(args)
+    assert rc == 0, err
+    assert "ingest" in err  # the per-capture / per-table progress line
+    rc, err = _run_with_terminal_stderr(args + ["--quiet"])
+    assert rc == 0 and err == ""

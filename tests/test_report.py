@@ -162,8 +162,8 @@ def test_json_schema_rejects_a_broken_contract():
 def test_markdown_escapes_hostile_strings():
     md = render(hostile_result(n_findings=6), "md")
     assert "<script>" not in md and "<img" not in md and "<b id" not in md and "<svg" not in md
-    assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in md
-    assert "a\\|b\\`c\\*d\\_e\\[f\\]\\(javascript:alert\\(4\\)\\)" in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert "a\\|b\\`c\\*d\\_e\\[f\\](javascript:alert(4))" in md
     # Table rows keep their column count although names contain '|'.
     for line in md.splitlines():
         if line.startswith("| ") and "hostile-rule" in line:
@@ -300,3 +300,44 @@ def test_summary_busy_time_is_the_union_of_intervals(memory_store):
     assert len(util["busy_pct"]) <= 120
     assert math.isclose(sum(util["busy_pct"]) * util["bin_ns"] / 100, 400, rel_tol=0.05)
     assert util["busy_pct"][-1] == 0
+
+
+@pytest.mark.slow
+def test_report_of_a_million_kernel_capture_stays_under_5_mb(tmp_path):
+    """A synthetic store with 1,000,000 kernels (2,000 long template names) through the real engine and every format."""
+    from nsight_advisor.engine import run_analysis
+    from nsight_advisor.store import connect
+
+    path = tmp_path / "million.duckdb"
+    con = connect(path)
+    con.execute("insert into captures (capture_id, source_name, format, tool, tool_version, start_ns, end_ns, duration_ns) "
+                "values (1, 'million.sqlite', 'nsys-sqlite', 'nsys', '2024.5.1', 0, 3000000000, 3000000000)")
+    con.execute("insert into gpus (capture_id, device_id, name, sm_count, compute_capability, cc_major, cc_minor, "
+                "max_warps_per_sm, max_blocks_per_sm, max_threads_per_block, max_registers_per_sm, "
+                "max_shared_mem_per_sm_bytes, threads_per_warp) "
+                "values (1, 0, 'NVIDIA A100-SXM4-80GB', 108, '8.0', 8, 0, 64, 32, 1024, 65536, 167936, 32)")
+    # Kernel i runs for 1 µs every 3 µs: a million short launches with idle gaps, 2,000 distinct names.
+    con.execute("""
+        insert into kernels (capture_id, device_id, stream_id, pid, tid, correlation_id, start_ns, end_ns, duration_ns,
+                             name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, blocks,
+                             threads_per_block, registers_per_thread, shared_mem_bytes)
+        select 1, 0, 7, 1, 1, i, i * 3000, i * 3000 + 1000, 1000,
+               'void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<<script>alert(' || (i % 2000)::VARCHAR
+                   || ')</script>, cutlass::arch::Sm80&amp;, ' || repeat('cutlass::layout::RowMajor, ', 20) || '>>(Params)',
+               'Kernel' || (i % 2000)::VARCHAR, 1 + i % 50, 1, 1, 128, 1, 1, 1 + i % 50, 128, 32, 0
+        from range(1000000) t(i)
+    """)
+    con.close()
+    con = connect(path, read_only=True)
+    try:
+        result = run_analysis(con, [1])
+    finally:
+        con.close()
+    assert result.summary["captures"][0]["kernel_count"] == 1_000_000
+    html = render(result, "html")
+    assert len(html.encode()) < 5_000_000
+    assert "&lt;script&gt;alert(" in html and "<script>alert(" not in html
+    assert len(render(result, "md")) <= MAX_CHARS
+    validate_json_contract(render(result, "json"))
+    validate_sarif(render(result, "sarif"))
+    assert len(result.summary["utilization"][0]["busy_pct"]) <= 120 and len(result.summary["top_kernels"]) <= 10

@@ -27,7 +27,8 @@ config = pytest.importorskip("nsight_advisor.engine.config", reason="engine conf
 runner = pytest.importorskip("nsight_advisor.engine.runner", reason="engine runner not written yet")
 rules_mod = pytest.importorskip("nsight_advisor.engine.rules", reason="engine rules not written yet")
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# database=None: no .hypothesis folder in the checkout; failures print their example instead
+SETTINGS = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ------------------------------------------------------------------------------------------------ ncu CSV reader
 
@@ -72,23 +73,35 @@ def ncu_csv_text(draw) -> str:
     return text
 
 
+class _Store:
+    """One in-memory store for every example (creating the schema per example makes shrinking crawl)."""
+
+    con = None
+    next_id = 0
+
+    @classmethod
+    def get(cls):
+        if cls.con is None:
+            from nsight_advisor.store import connect
+
+            cls.con = connect(None)
+        cls.next_id += 1
+        return cls.con, cls.next_id
+
+
 def _read_csv_text(data: bytes) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "fuzz.csv"
         path.write_bytes(data)
-        from nsight_advisor.store import connect
-
-        con = connect(None)
+        con, capture_id = _Store.get()
         try:
-            ncu_csv.ingest_ncu_csv(con, 1, path)
+            ncu_csv.ingest_ncu_csv(con, capture_id, path)
             # what was written must be readable back with the schema's types
-            con.execute("select count(*) from ncu_kernels").fetchone()
-            con.execute("select count(*) from ncu_metrics").fetchone()
+            con.execute("select count(*) from ncu_kernels where capture_id = ?", [capture_id]).fetchone()
+            con.execute("select count(*) from ncu_metrics where capture_id = ?", [capture_id]).fetchone()
         except InputError as exc:
             assert str(path) in str(exc) or path.name in str(exc), f"error does not name the file: {exc}"
             assert "\n" not in str(exc).strip(), f"error is more than one line: {exc!r}"
-        finally:
-            con.close()
 
 
 @SETTINGS

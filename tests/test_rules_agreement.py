@@ -21,6 +21,13 @@ from rules_real import analyzed, evidence, outcome
 
 ANSWERS = TRACES / "answers"
 _VERSION = re.compile(r"_v\d+$")
+#: nsys analyze prints the top 50 rows of each rule by default (``rows=50``); a full table may hide more.
+TOP_ROWS = 50
+
+
+def _same(mine: set, theirs: set, rows: list) -> bool:
+    """Equal sets, or ours a superset when NVIDIA's table was cut at its top 50 rows."""
+    return mine >= theirs if len(rows) >= TOP_ROWS else mine == theirs
 
 
 def _base(api: str) -> str:
@@ -77,7 +84,7 @@ def test_sync_api_calls_match_nsys_analyze(export):
     # We also cover cudaEventSynchronize and the driver API; for the two APIs NVIDIA's rule covers, no extras.
     covered = {"cudaDeviceSynchronize", "cudaStreamSynchronize"}
     if rows is not None:
-        assert {o for o in ours if o[2] in covered} == theirs
+        assert _same({o for o in ours if o[2] in covered}, theirs, rows)
 
 
 @pytest.mark.parametrize("export", trace_param(nsys_exports()))
@@ -88,12 +95,12 @@ def test_sync_memcpy_and_memset_calls_match_nsys_analyze(export):
     theirs = {(int(r[5]), _base(r[9]), r[2].lower(), r[3].lower()) for r in copies or []}
     mine = {(int(r["pid"]), r["api"], r["src_kind"], r["dst_kind"]) for r in ours if r["direction"] != "Memset"}
     if copies is not None:
-        assert mine == theirs, f"ours {sorted(mine)} vs nsys analyze {sorted(theirs)}"
+        assert _same(mine, theirs, copies), f"ours {sorted(mine)} vs nsys analyze {sorted(theirs)}"
     sets = sections.get("cuda-sync-memset")
     theirs_sets = {(int(r[4]), _base(r[-1])) for r in sets or []}
     mine_sets = {(int(r["pid"]), r["api"]) for r in ours if r["direction"] == "Memset"}
     if sets is not None:
-        assert mine_sets == theirs_sets
+        assert _same(mine_sets, theirs_sets, sets)
 
 
 @pytest.mark.parametrize("export", trace_param(nsys_exports()))
@@ -102,7 +109,7 @@ def test_pageable_async_copies_match_nsys_analyze(export):
     theirs = {(int(r[5]), _base(r[9]), r[2].lower(), r[3].lower()) for r in rows or []}
     mine = {(int(r["pid"]), r["api"], r["src_kind"], r["dst_kind"]) for r in evidence(_rel(export), "pageable-memcpy")}
     if rows is not None:
-        assert mine == theirs, f"ours {sorted(mine)} vs nsys analyze {sorted(theirs)}"
+        assert _same(mine, theirs, rows), f"ours {sorted(mine)} vs nsys analyze {sorted(theirs)}"
 
 
 @pytest.mark.parametrize("export", trace_param(nsys_exports()))
@@ -136,6 +143,8 @@ def _stored_verdicts(rel: str) -> list[dict]:
 
 def _verdict_title(v: dict) -> str:
     """The stored verdict's title; reports older than 2023.2 store none, so read it off the message."""
+    if v["rule_id"] in ("Occupancy", "TheoreticalOccupancy", "AchievedOccupancy") and v["result_type"] != "error":
+        return "Occupancy"
     if v["title"]:
         return v["title"]
     msg = v["message"]
@@ -149,8 +158,6 @@ def _verdict_title(v: dict) -> str:
         return "Block Size"
     if "below 60.0% of peak" in msg or "latency issues" in msg:
         return "Latency Issue"
-    if v["rule_id"] in ("Occupancy", "TheoreticalOccupancy", "AchievedOccupancy"):
-        return "Occupancy"
     return "?"
 
 
@@ -174,9 +181,11 @@ REASONS = {
     ("High Memory Throughput", "memory-bound-kernel", False):
         "Nsight Compute's memory throughput is the busiest of DRAM, L1 and L2; we call a kernel memory-bound on "
         "DRAM throughput only (the guide's ops:byte sense); L1/L2-bound kernels are an access-pattern problem",
-    ("Occupancy", None, False):
-        "no occupancy rule: the guides give no occupancy threshold and low theoretical occupancy is often chosen "
-        "on purpose (GEMM tiles); kernel_launches shows theoretical occupancy for the report",
+    ("Occupancy", "low-occupancy", True): None,
+    ("Occupancy", "low-occupancy", False):
+        "low-occupancy fires only under 50% theoretical occupancy limited by registers or shared memory, never on "
+        "GEMM/convolution/attention kernels by name (library-tuned); Nsight Compute's occupancy rules fire from 80% "
+        "down, and on achieved occupancy 10 points under theoretical, which we do not judge",
     ("Latency Issue", None, False):
         "no latency rule of its own: small-grid and tail-effect cover the launch-geometry causes, the rest needs "
         "warp-stall data we do not judge yet",
@@ -188,7 +197,7 @@ REASONS = {
 }
 
 _TITLE_RULE = {"Small Grid": "small-grid", "Tail Effect": "tail-effect", "Block Size": "block-size-not-multiple-of-32",
-               "High Memory Throughput": "memory-bound-kernel"}
+               "High Memory Throughput": "memory-bound-kernel", "Occupancy": "low-occupancy"}
 
 
 def compare_ncu(rel: str) -> list[dict]:
@@ -204,7 +213,8 @@ def compare_ncu(rel: str) -> list[dict]:
                     "known": key in REASONS, "reason": REASONS.get(key)})
     # The other direction: launch findings of ours on a kernel where Nsight Compute stored no such verdict.
     stored = {(v["short_name"], _verdict_title(v)) for v in _stored_verdicts(rel)}
-    for rule, title in (("small-grid", "Small Grid"), ("tail-effect", "Tail Effect")):
+    for rule, title in (("small-grid", "Small Grid"), ("tail-effect", "Tail Effect"),
+                        ("memory-bound-kernel", "High Memory Throughput"), ("low-occupancy", "Occupancy")):
         for row in evidence(rel, rule):
             if row.get("source") == "ncu" and (row["short_name"], title) not in stored:
                 out.append({"report": rel, "kernel": row["short_name"], "ncu": f"no '{title}'", "ours": f"{rule}=fires",
@@ -214,6 +224,10 @@ def compare_ncu(rel: str) -> list[dict]:
 
 _EXTRA_REASONS = {
     "small-grid": "Nsight Compute stored no LaunchConfiguration verdict for this kernel",
+    "memory-bound-kernel": "Nsight Compute calls a unit at 80% of peak or more 'High Throughput' (the hardware is "
+                           "well used) and stops there; we still call the kernel memory-bound when DRAM is the busy "
+                           "unit, because the guide's fix (move fewer bytes) is what can still make it faster",
+    "low-occupancy": "Nsight Compute stored no occupancy verdict for this kernel",
     "tail-effect": "Nsight Compute before 2025.1 also required achieved occupancy under 80% of theoretical before "
                    "it reported a tail; we judge the wave geometry alone",
 }

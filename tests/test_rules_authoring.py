@@ -148,6 +148,11 @@ def test_lint_catches_an_unknown_principle(scaffold):
     assert_lint_says(scaffold, "'cuda-graphs.launch-overheads' is not in the guide catalog")
 
 
+def test_lint_catches_an_empty_capture_option(scaffold):
+    edit(scaffold / "rule.toml", 'capture_option = "nsys profile --trace=cuda"', 'capture_option = ""')
+    assert_lint_says(scaffold, "requires[0].capture_option: empty")
+
+
 def test_lint_catches_load_errors_without_crashing(scaffold):
     edit(scaffold / "rule.toml", 'category = "timeline"', 'category = "timelines"')
     assert_lint_says(scaffold, "rule.toml", "category", "'timelines'")
@@ -204,4 +209,5 @@ def test_cli_exit_codes(tmp_path):
     edit(tmp_path / "mine" / "slow-api" / "rule.toml", 'severity = "info"', 'severity = 3')
     proc = cli("rules", "list", "--rules-dir", "mine", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "rule.toml: key 'severity': expected a string" in proc.stderr and "Traceback" not in proc.stderr
+    assert "slow-api/rule.toml:5: key 'severity': expected a string" in proc.stderr
+    assert "Traceback" not in proc.stderr

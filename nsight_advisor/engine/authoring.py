@@ -15,9 +15,16 @@ from nsight_advisor.errors import InputError, RuleError
 from nsight_advisor.resources import builtin_rules_dir
 
 
+def _all_rules(rules_dirs: Iterable[Path]) -> list[Rule]:
+    """Built-in rules, the config file's rules_dirs (./nsight-advisor.toml or pyproject.toml), then ``rules_dirs``."""
+    from nsight_advisor.engine.config import find_config
+
+    return load_rules([*find_config(None).rules_dirs, *(Path(d) for d in rules_dirs)])
+
+
 def list_rules(rules_dirs: Iterable[Path] = ()) -> str:
     """One line per rule: id, name, category, status, title."""
-    rules = load_rules([Path(d) for d in rules_dirs])
+    rules = _all_rules(rules_dirs)
     if not rules:
         return "no rules found"
     width = max(len(r.name) for r in rules)
@@ -27,7 +34,7 @@ def list_rules(rules_dirs: Iterable[Path] = ()) -> str:
 
 def show_rule(rule: str, rules_dirs: Iterable[Path] = ()) -> str:
     """A rule's docs, params (defaults, units, why), requirements and principles with URLs."""
-    rules = load_rules([Path(d) for d in rules_dirs])
+    rules = _all_rules(rules_dirs)
     found = find_rule(rules, rule)
     if found is None:
         raise InputError(f"no rule {rule!r}; `nsight-advisor rules list` shows ids and names")

@@ -166,10 +166,15 @@ def _param(rule: Rule, param: str, where: str):
 
 def select_rules(rules: list[Rule], config: Config, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> list[Rule]:
     """The rules to run: ``select`` (command line, else config; empty = all) minus ``ignore`` (both)."""
+    select_from = "--select" if select else f"{config.source}: key 'select'"
     select = list(select) or config.select
+    for key in select:
+        _lookup(rules, key, select_from)
+    for key in ignore:
+        _lookup(rules, key, "--ignore")
+    for key in config.ignore:
+        _lookup(rules, key, f"{config.source}: key 'ignore'")
     ignore = list(ignore) + config.ignore
-    for key in list(select) + ignore:
-        _lookup(rules, key, "--select/--ignore" if key in select else "ignore")
     chosen = rules
     if select:
         wanted = {find_rule(rules, k).id for k in select}

@@ -28,6 +28,8 @@ class Problem:
     text: str
 
     def __str__(self) -> str:
+        if not self.key and self.text.startswith(str(self.path)):
+            return self.text  # a load error that already names the file (and line)
         return f"{self.path}: {self.key + ': ' if self.key else ''}{self.text}"
 
 
@@ -39,17 +41,11 @@ def lint_folders(folders: list[Path], *, others: list[Rule] = ()) -> tuple[list[
         try:
             rules.append(load_rule(folder))
         except RuleError as exc:
-            problems.append(Problem(folder / "rule.toml", "", _strip_path(str(exc), folder)))
+            problems.append(Problem(folder / "rule.toml", "", str(exc)))
     problems += _unique(rules, list(others))
     for rule in rules:
         problems += lint_rule(rule)
     return rules, problems
-
-
-def _strip_path(text: str, folder: Path) -> str:
-    # RuleError texts start with the file; Problem prints it already when it is rule.toml.
-    prefix = f"{folder / 'rule.toml'}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
 
 
 def _unique(rules: list[Rule], others: list[Rule]) -> list[Problem]:
@@ -88,6 +84,10 @@ def lint_rule(rule: Rule) -> list[Problem]:
     for name, param in rule.params.items():
         if not param.why.strip():
             add(toml, f"params.{name}.why", "empty; say why that number, with its source")
+    for i, req in enumerate(rule.requires):
+        if not req.capture_option.strip():
+            add(toml, f"requires[{i}].capture_option", "empty; name the profiler option that records "
+                f"{req.describe()} (e.g. nsys profile --trace=cuda)")
     for pid in rule.principles:
         if get_principle(pid) is None:
             add(toml, "principles", f"{pid!r} is not in the guide catalog; use an id from "
@@ -180,8 +180,7 @@ def _lint_cases(rule: Rule) -> list[Problem]:
     try:
         cases = load_cases(rule)
     except RuleError as exc:
-        text = str(exc)
-        return [Problem(path, "", text[len(f"{path}: "):] if text.startswith(f"{path}: ") else text)]
+        return [Problem(path, "", str(exc))]
     problems = []
     expects = {c.expect for c in cases}
     if "findings" not in expects:

@@ -148,7 +148,7 @@ class _Table:
         return f"{self.prefix}{name}"
 
     def fail(self, name: str, problem: str, fix: str) -> RuleError:
-        return RuleError(f"{self.path}: key '{self.key(name)}': {problem}; {fix}")
+        return RuleError(f"{locate(self.path, self.prefix, name)}: key '{self.key(name)}': {problem}; {fix}")
 
     def get(self, name: str, types: type | tuple[type, ...], *, required: bool = True, default: Any = None,
             fix: str = "") -> Any:
@@ -161,8 +161,10 @@ class _Table:
         if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
             raise self.fail(name, f"expected {_type_names(types)}, got a boolean", fix or "fix the value")
         if not isinstance(value, types):
-            raise self.fail(name, f"expected {_type_names(types)}, got {_toml_type(value)} {value!r}",
-                            fix or "fix the value's type")
+            quoted_number = isinstance(value, str) and re.fullmatch(r"\s*-?[0-9.]+(e-?[0-9]+)?\s*", value)
+            hint = "remove the quotes" if quoted_number and {int, float} & set(
+                types if isinstance(types, tuple) else (types,)) else (fix or "fix the value's type")
+            raise self.fail(name, f"expected {_type_names(types)}, got {_toml_type(value)} {value!r}", hint)
         return value
 
     def choice(self, name: str, choices: Iterable[str], *, required: bool = True, default: str = "") -> str:
@@ -185,6 +187,55 @@ class _Table:
         if unknown:
             known = ", ".join(sorted(self.seen))
             raise self.fail(unknown[0], "unknown key", f"remove it or use one of: {known} (docs/rule-format.md)")
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+def locate(path: Path, prefix: str, name: str) -> str:
+    """``path:LINE`` of key ``name`` in the table ``prefix`` ("params.x.", "requires[0].", ""), else ``path``.
+
+    A best-effort text search (TOML parsers do not report positions): the key's line, or the table's header line
+    when the key is missing.
+    """
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return str(path)
+    section = prefix.rstrip(".")
+    index = None
+    m = re.match(r"^(.*)\[(\d+)\]$", section)
+    name_re = re.compile(rf"^\s*[\"']?{re.escape(name)}[\"']?\s*=")
+    start = -1
+    if section:
+        wanted, nth = (m.group(1), int(m.group(2))) if m else (section, 0)
+        seen = -1
+        for i, line in enumerate(lines):
+            h = _HEADER.match(line)
+            if h and h.group(1).replace('"', "") == wanted:
+                seen += 1
+                if seen == nth:
+                    start = i
+                    break
+        if start < 0:
+            # keys of a table written inline or dotted (params.x = {...}): look for the last dotted part
+            return _first_match(lines, re.compile(rf"^\s*{re.escape(section.split('.')[-1])}\b"), path)
+    for i in range(start + 1, len(lines)):
+        if _HEADER.match(lines[i]):
+            break
+        if name_re.match(lines[i]):
+            index = i
+            break
+    if index is None:
+        index = start if start >= 0 else None
+    return f"{path}:{index + 1}" if index is not None else str(path)
+
+
+def _first_match(lines: list[str], pattern: re.Pattern, path: Path) -> str:
+    for i, line in enumerate(lines):
+        if pattern.match(line):
+            return f"{path}:{i + 1}"
+    return str(path)
 
 
 def _type_names(types: type | tuple[type, ...]) -> str:
@@ -317,7 +368,8 @@ def _load_params(raw: dict, path: Path) -> dict[str, Param]:
         t.seen.add("default")
         if "default" not in spec:
             raise t.fail("default", "missing", f"add default = ... (a {type_name})")
-        default = coerce_value(spec["default"], type_name, f"{path}: key 'params.{name}.default'")
+        default = coerce_value(spec["default"], type_name,
+                               f"{locate(path, f'params.{name}.', 'default')}: key 'params.{name}.default'")
         unit = t.get("unit", str, required=False, default="")
         why = t.get("why", str, fix="say why that number, with its source (e.g. a guide section)")
         t.reject_unknown()

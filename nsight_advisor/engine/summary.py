@@ -161,7 +161,7 @@ def _captures(con: duckdb.DuckDBPyConnection, busy: dict[int, dict[str, Any]]) -
         cap["busy_ns"] = int(b["busy_ns"]) if b else 0
         cap["active_devices"] = int(b["active_devices"]) if b else 0
         if b and wall_ns and wall_ns > 0:
-            cap["gpu_busy_pct"] = round(100.0 * b["busy_ns"] / (wall_ns * b["active_devices"]), 2)
+            cap["gpu_busy_pct"] = round(100.0 * b["busy_ns"] / (wall_ns * b["active_devices"]), 4)
         else:
             cap["gpu_busy_pct"] = None
         own = [g for g in gpus if g["capture_id"] == cid] or [g for g in ncu_gpus if g["capture_id"] == cid]
@@ -226,9 +226,27 @@ def _category_case() -> str:
     return "case " + " ".join(parts) + " else 'other' end"
 
 
+def _macro_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute("select count(*) from duckdb_functions() where function_name = $n", {"n": name}).fetchone()[0])
+
+
 def _categories(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    # Kernels are summed per name first, then each name is classified once (a million launches share a few
+    # thousand names), with the rule library's classifier (views/10_kernel_classes.sql) when it is there.
     kernel_rows = None
-    if _relation_exists(con, "kernel_classes"):
+    if _macro_exists(con, "na_kernel_category"):
+        try:
+            kernel_rows = _rows(con, """
+                with per_name as (
+                    select name, any_value(short_name) as short_name, sum(duration_ns) as total_ns
+                    from kernels where capture_id in (select capture_id from _summary_ids) group by name
+                )
+                select na_kernel_category(name, short_name) as category, sum(total_ns) as total_ns
+                from per_name group by 1
+            """)
+        except duckdb.Error:
+            kernel_rows = None  # a broken classifier must not break the report; fall back below
+    if kernel_rows is None and _relation_exists(con, "kernel_classes"):
         cols = set(_columns(con, "kernel_classes"))
         try:
             if {"category", "duration_ns", "capture_id"} <= cols:
@@ -236,20 +254,25 @@ def _categories(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                     select category, sum(duration_ns) as total_ns from kernel_classes
                     where capture_id in (select capture_id from _summary_ids) group by category
                 """)
-            elif {"category", "name"} <= cols:
-                kernel_rows = _rows(con, """
-                    with classes as (select distinct name, category from kernel_classes)
-                    select coalesce(c.category, 'other') as category, sum(k.duration_ns) as total_ns
-                    from kernels k left join classes c using (name)
-                    where k.capture_id in (select capture_id from _summary_ids) group by 1
-                """)
         except duckdb.Error:
-            kernel_rows = None  # a broken view must not break the report; fall back to our patterns
+            kernel_rows = None
     if kernel_rows is None:
         kernel_rows = _rows(con, f"""
-            select {_category_case()} as category, sum(duration_ns) as total_ns
-            from kernels where capture_id in (select capture_id from _summary_ids) group by 1
+            with per_name as (
+                select name, sum(duration_ns) as total_ns
+                from kernels where capture_id in (select capture_id from _summary_ids) group by name
+            )
+            select {_category_case()} as category, sum(total_ns) as total_ns from per_name group by 1
         """)
+    if not kernel_rows and _relation_exists(con, "ncu_kernel_classes"):
+        # ncu-only captures: the profiled kernels' measured durations.
+        try:
+            kernel_rows = _rows(con, """
+                select category, sum(duration_ns)::BIGINT as total_ns from ncu_kernel_classes
+                where capture_id in (select capture_id from _summary_ids) and duration_ns > 0 group by category
+            """)
+        except duckdb.Error:
+            kernel_rows = []
     totals: dict[str, int] = {}
     for r in kernel_rows:
         label = str(r["category"] or "other")
@@ -283,18 +306,29 @@ def _utilization(con: duckdb.DuckDBPyConnection, captures: list[dict[str, Any]])
             continue
         bin_ns = max(1, math.ceil((end_ns - start_ns) / UTILIZATION_BINS))
         n_bins = math.ceil((end_ns - start_ns) / bin_ns)
-        rows = con.execute("""
-            with bins as (
+        # Most islands fall inside one bin and are summed by bin index; only those spanning bins are split.
+        params = {"start_ns": start_ns, "bin_ns": bin_ns, "n_bins": n_bins, "cid": cid}
+        busy_ns = [0.0] * n_bins
+        for b, v in con.execute("""
+            with i as (
+                select start_ns, end_ns, (start_ns - $start_ns) // $bin_ns as b0, (end_ns - 1 - $start_ns) // $bin_ns as b1
+                from _summary_islands where capture_id = $cid
+            ),
+            single as (select b0 as bin, sum(end_ns - start_ns) as busy_ns from i where b0 = b1 group by 1),
+            bins as (
                 select b as bin, $start_ns + b * $bin_ns as bin_start_ns, $start_ns + (b + 1) * $bin_ns as bin_end_ns
                 from range(0, $n_bins) t(b)
+            ),
+            spanning as (
+                select b.bin, sum(least(i.end_ns, b.bin_end_ns) - greatest(i.start_ns, b.bin_start_ns)) as busy_ns
+                from i join bins b on b.bin between i.b0 and i.b1
+                where i.b0 < i.b1 group by 1
             )
-            -- greatest/least skip NULLs in DuckDB, so bins without islands are zeroed explicitly
-            select b.bin, coalesce(sum(case when i.capture_id is null then 0 else
-                greatest(0, least(i.end_ns, b.bin_end_ns) - greatest(i.start_ns, b.bin_start_ns)) end), 0)
-            from bins b left join _summary_islands i
-              on i.capture_id = $cid and i.start_ns < b.bin_end_ns and i.end_ns > b.bin_start_ns
-            group by b.bin order by b.bin
-        """, {"start_ns": start_ns, "bin_ns": bin_ns, "n_bins": n_bins, "cid": cid}).fetchall()
+            select bin, busy_ns from single union all select bin, busy_ns from spanning
+        """, params).fetchall():
+            if 0 <= b < n_bins:
+                busy_ns[int(b)] += float(v)
+        rows = list(enumerate(busy_ns))
         denom = bin_ns * cap["active_devices"]
         series.append({
             "capture_id": cid,
@@ -322,6 +356,9 @@ def _roofline(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[str, Any] 
         return None
     cols = set(_columns(con, "ncu_kernel_summary"))
     pick = {key: next((c for c in names if c in cols), None) for key, names in _ROOFLINE_COLUMNS.items()}
+    if not pick["achieved"] and {"pct_of_peak_flops", "peak_flops_per_s"} <= cols:
+        # Achieved FLOP/s of the kernel's dominant precision, from its share of that precision's peak.
+        pick["achieved"] = "(pct_of_peak_flops / 100.0 * peak_flops_per_s)"
     if not (pick["intensity"] and pick["achieved"] and pick["name"]) or "capture_id" not in cols:
         return None
     extra = ", ".join(f"{pick[k]} as {k}" for k in ("peak_flops", "peak_bytes", "duration") if pick[k])

@@ -124,6 +124,22 @@ LABEL_BY_UNIT: dict[str, dict[str, str]] = {
     "L2 Cache Bandwidth": {"byte/second": "lts__t_bytes.sum.per_second"},
 }
 
+# (body item label, label) -> metric, for the pipe-utilization charts of Compute Workload Analysis, whose bar
+# labels ("FMA", "Tensor (All)") repeat in two charts that differ only in what they count.
+_ACTIVE = "Pipe Utilization (% of active cycles)"
+_INST = "Pipe Utilization (% of peak instructions executed)"
+LABEL_IN_BODY: dict[tuple[str, str], str] = {
+    **{(_ACTIVE, label): f"sm__pipe_{pipe}_cycles_active.avg.pct_of_peak_sustained_active" for label, pipe in (
+        ("FMA", "fma"), ("ALU", "alu"), ("FP64", "fp64"), ("Shared (FP16+Tensor)", "shared"),
+        ("Shared (FP64+FP16+Tensor)", "shared"), ("Tensor (All)", "tensor"), ("Tensor (FP)", "tensor_op_hmma"),
+        ("Tensor (INT)", "tensor_op_imma"), ("Tensor (DP)", "tensor_op_dmma"), ("TC", "tc"), ("TMA", "tma"))},
+    **{(_INST, label): f"sm__inst_executed_pipe_{pipe}.avg.pct_of_peak_sustained_active" for label, pipe in (
+        ("LSU", "lsu"), ("FMA", "fma"), ("ALU", "alu"), ("ADU", "adu"), ("CBU", "cbu"), ("TEX", "tex"),
+        ("FP16", "fp16"), ("FP64", "fp64"), ("Uniform", "uniform"), ("XU", "xu"), ("Tensor (FP)", "tensor_op_hmma"),
+        ("Tensor (INT)", "tensor_op_imma"), ("Tensor (DP)", "tensor_op_dmma"), ("Tensor (Warp Group)", "tensor_op_gmma"),
+        ("TC", "tc"), ("TMA", "tma"))},
+}
+
 # Section display name (CSV metric rows) -> section identifier (CSV rule rows, ncu_report), as the reports name them.
 SECTION_IDS: dict[str, str] = {
     "GPU Speed Of Light Throughput": "SpeedOfLight",
@@ -166,7 +182,8 @@ def metric_for_label(label: str, base_unit: str, section: str = "") -> str:
     """The metric name a CSV ``Metric Name`` cell stands for.
 
     Accepts a metric name (``--print-metric-name name``), ``Label (name)`` (``label-name``) or a label.
-    A label this table does not know becomes ``label:<section>/<label>`` so it is kept, but never mistaken
+    ``section`` may be ``"<section>/<body item label>"`` (``--print-details body|all``). A label this table
+    does not know becomes ``label:<section>/<label>`` so it is kept, but never mistaken
     for a metric name.
     """
     text = label.strip()
@@ -175,6 +192,9 @@ def metric_for_label(label: str, base_unit: str, section: str = "") -> str:
     both = _LABEL_AND_NAME.match(text)
     if both and looks_like_metric_name(both.group("name")):
         return both.group("name")
+    body = section.split("/", 1)[1] if "/" in section else ""
+    if (body, text) in LABEL_IN_BODY:
+        return LABEL_IN_BODY[(body, text)]
     if text in LABEL_BY_UNIT:
         by_unit = LABEL_BY_UNIT[text]
         if base_unit in by_unit:
@@ -184,4 +204,4 @@ def metric_for_label(label: str, base_unit: str, section: str = "") -> str:
     return f"label:{section}/{text}" if section else f"label:{text}"
 
 
-__all__ = ["LABEL_TO_METRIC", "LABEL_BY_UNIT", "SECTION_IDS", "NOT_A_SECTION", "metric_for_label", "looks_like_metric_name"]
+__all__ = ["LABEL_TO_METRIC", "LABEL_BY_UNIT", "LABEL_IN_BODY", "SECTION_IDS", "NOT_A_SECTION", "metric_for_label", "looks_like_metric_name"]

@@ -104,28 +104,38 @@ def plain_message(text: str | None) -> str | None:
 
 
 def _read_action(ncu_report, action, kernel_id: int, cap: NcuCapture) -> None:
-    IAction = ncu_report.IAction
-    string_kind = ncu_report.IMetric.ValueKind_STRING if hasattr(ncu_report.IMetric, "ValueKind_STRING") else 2
+    IAction, IMetric = ncu_report.IAction, ncu_report.IMetric
     sections = [s.identifier() for s in action.sections()] if hasattr(action, "sections") else []
     cap.kernels.append(NcuKernel(
         kernel_id=kernel_id, launch_id=kernel_id,
         name=action.name(IAction.NameBase_DEMANGLED), short_name=action.name(IAction.NameBase_FUNCTION),
         mangled_name=action.name(IAction.NameBase_MANGLED) or None, sections=sorted(sections),
     ))
+    string_kinds = {IMetric.ValueKind_STRING}
+    double_kinds = {IMetric.ValueKind_DOUBLE, IMetric.ValueKind_FLOAT}
+    int_kinds = {IMetric.ValueKind_UINT32, IMetric.ValueKind_UINT64}
     rows = cap.metrics
     for name in action.metric_names():
         metric = action.metric_by_name(name)
         if metric is None:
             continue
         factor, base = unit_factor(metric.unit())
-        if metric.kind() == string_kind:
-            rows.append((kernel_id, name, None, base, metric.as_string() if metric.has_value() else None))
-            continue
-        value = metric.value() if metric.has_value() else None
-        if isinstance(value, (int, float)):
-            rows.append((kernel_id, name, float(value) * factor, base, None))
-        else:
-            rows.append((kernel_id, name, None, base, None))
+        value: float | None = None
+        text: str | None = None
+        try:
+            kind = metric.kind()
+            if kind in string_kinds:
+                text = metric.as_string() or None
+            elif kind in double_kinds:
+                value = metric.as_double()
+            elif kind in int_kinds:
+                value = float(metric.as_uint64())
+            # as_* return 0 when there is no aggregate (instanced-only metrics); has_value() is slow, so ask only then
+            if (value == 0 or (kind in string_kinds and text is None)) and not metric.has_value():
+                value = text = None
+        except (RuntimeError, TypeError, ValueError):  # a metric the reader cannot evaluate: keep it, valueless
+            value = text = None
+        rows.append((kernel_id, name, None if value is None else value * factor, base, text))
     if hasattr(action, "rule_results_as_dicts"):
         for result in action.rule_results_as_dicts():
             rule = _rule_row(kernel_id, result)

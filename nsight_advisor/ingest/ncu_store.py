@@ -10,11 +10,13 @@ everything through DataFrames.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from nsight_advisor.schema.hardware import lookup_gpu
@@ -99,6 +101,11 @@ def write_capture(con: duckdb.DuckDBPyConnection, capture_id: int, cap: NcuCaptu
                           "duplicate metric rows for one kernel (same metric printed in several sections); kept the first"))
     metrics.insert(0, "capture_id", capture_id)
     metrics = metrics.astype({"capture_id": "int32", "kernel_id": "int32", "value": "float64"})
+    # ncu stores NaN/inf for ratios over zero events (e.g. a compression success rate with no input): NULL here
+    n_not_finite = sum(1 for row in cap.metrics if row[2] is not None and not math.isfinite(row[2]))
+    if n_not_finite:
+        metrics.loc[~np.isfinite(metrics["value"].to_numpy(dtype="float64")), "value"] = None
+        cap.notes.append(("ncu_metrics", n_not_finite, "NaN or infinite metric values stored as NULL"))
     lookup = _lookup(metrics)
 
     _insert_df(con, "ncu_metrics", metrics)

@@ -516,7 +516,7 @@ class _Ingest:
 
         stage = f"{self.tmp}_nvtx"
         kinds = f"({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}, {E.NVTX_DOMAIN_CREATE})"
-        # One pass over the export into a native table; the depth windows then run on DuckDB's own data.
+        # One pass over the export into a native table.
         self.con.execute(f"""
             CREATE TEMP TABLE {stage} AS
             SELECT {_PID.format(col=c('globalTid'))} AS pid, {_TID.format(col=c('globalTid'))} AS tid,
@@ -527,41 +527,9 @@ class _Ingest:
             FROM {self.t(NVTX)} n LEFT JOIN {self.strings()} ts ON ts.id = {c('textId')}
             WHERE n.eventType IN {kinds}""")
         try:
-            self.con.execute(f"""
-                INSERT INTO nvtx_ranges
-                WITH domains AS (
-                    SELECT domain_id, any_value(text) AS name FROM {stage}
-                    WHERE event_type = {E.NVTX_DOMAIN_CREATE} GROUP BY 1
-                ), valid AS (
-                    SELECT rowid AS rid, * FROM {stage}
-                    WHERE event_type <> {E.NVTX_DOMAIN_CREATE}
-                      AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
-                ), opens AS (
-                    -- depth = push/pop ranges of the thread opened before this one (an outer range
-                    -- starting at the same ns has the later end) minus those closed by its start.
-                    SELECT rid, pid, tid, start_ns,
-                           row_number() OVER (PARTITION BY pid, tid ORDER BY start_ns, end_ns DESC, rid) - 1 AS opened
-                    FROM valid WHERE event_type = {E.NVTX_PUSH_POP}
-                ), closes AS (
-                    SELECT pid, tid, end_ns, count(*) OVER (PARTITION BY pid, tid ORDER BY end_ns) AS closed
-                    FROM valid WHERE event_type = {E.NVTX_PUSH_POP}
-                ), depths AS (
-                    SELECT o.rid, o.opened - coalesce(c.closed, 0) AS depth
-                    FROM opens o ASOF LEFT JOIN closes c
-                      ON c.pid = o.pid AND c.tid = o.tid AND c.end_ns <= o.start_ns
-                )
-                SELECT $cid, v.pid, v.tid,
-                       CASE WHEN v.domain_id = 0 THEN 'Default' ELSE coalesce(d.name, 'domain ' || v.domain_id) END,
-                       v.text,
-                       CASE v.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop' WHEN {E.NVTX_START_END} THEN 'start_end'
-                            ELSE 'mark' END,
-                       v.start_ns, v.end_ns, v.end_ns - v.start_ns, dp.depth::INTEGER, v.category
-                FROM valid v
-                LEFT JOIN domains d ON d.domain_id = v.domain_id
-                LEFT JOIN depths dp ON dp.rid = v.rid
-                """, {"cid": self.cid})
             total = int(self.con.execute(
                 f"SELECT count(*) FROM {stage} WHERE event_type <> {E.NVTX_DOMAIN_CREATE}").fetchone()[0])
+            self._insert_nvtx_with_depth(stage)
         finally:
             self.con.execute(f"DROP TABLE IF EXISTS {stage}")
         inserted = self.inserted("nvtx_ranges")
@@ -569,6 +537,43 @@ class _Ingest:
                   "dropped NVTX_EVENTS ranges with a NULL start, an unclosed end or end < start")
         if inserted == 0:
             self.missing("nvtx_ranges", f"{NVTX} has no ranges or marks", "nsys profile --trace=nvtx")
+
+    def _insert_nvtx_with_depth(self, stage: str) -> None:
+        """Insert the staged NVTX rows with the nesting depth of push/pop ranges.
+
+        depth = the thread's push/pop ranges opened before this one (in start order; an outer range
+        starting at the same ns has the later end) minus those already closed at its start (an ASOF
+        join on end <= start). This equals a stack walk for properly nested ranges, which push/pop
+        ranges on one thread are. DuckDB sorts and joins out of core, so memory stays bounded.
+        """
+        self.con.execute(f"""
+            INSERT INTO nvtx_ranges
+            WITH domains AS (
+                SELECT domain_id, any_value(text) AS name FROM {stage}
+                WHERE event_type = {E.NVTX_DOMAIN_CREATE} GROUP BY 1
+            ), valid AS (
+                SELECT * FROM {stage}
+                WHERE event_type <> {E.NVTX_DOMAIN_CREATE}
+                  AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
+            ), closes AS (
+                SELECT pid, tid, end_ns, count(*) OVER (PARTITION BY pid, tid ORDER BY end_ns) AS closed
+                FROM valid WHERE event_type = {E.NVTX_PUSH_POP}
+            ), ranked AS (
+                SELECT *, CASE WHEN event_type = {E.NVTX_PUSH_POP} THEN
+                          row_number() OVER (PARTITION BY pid, tid, event_type = {E.NVTX_PUSH_POP}
+                                             ORDER BY start_ns, end_ns DESC) - 1 END AS opened
+                FROM valid
+            )
+            SELECT $cid, r.pid, r.tid,
+                   CASE WHEN r.domain_id = 0 THEN 'Default' ELSE coalesce(d.name, 'domain ' || r.domain_id) END,
+                   r.text,
+                   CASE r.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop' WHEN {E.NVTX_START_END} THEN 'start_end'
+                        ELSE 'mark' END,
+                   r.start_ns, r.end_ns, r.end_ns - r.start_ns, (r.opened - coalesce(c.closed, 0))::INTEGER, r.category
+            FROM ranked r
+            ASOF LEFT JOIN closes c ON c.pid = r.pid AND c.tid = r.tid AND c.end_ns <= r.start_ns
+            LEFT JOIN domains d ON d.domain_id = r.domain_id
+            """, {"cid": self.cid})
 
     def gpu_metrics(self) -> None:
         if not (self.cat.has(GPU_METRICS, "timestamp") and self.cat.has(GPU_METRICS_INFO, "metricName")):

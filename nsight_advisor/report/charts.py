@@ -80,8 +80,8 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
 def _si(value: float, unit: str) -> str:
     for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if value >= factor:
-            return f"{value / factor:g}{prefix}{unit}"
-    return f"{value:g}{unit}"
+            return f"{value / factor:.3g}{prefix}{unit}"
+    return f"{value:.3g}{unit}"
 
 
 def roofline(roof: Mapping[str, Any] | None, width: int = 420, height: int = 280) -> dict[str, Any] | None:
@@ -102,7 +102,7 @@ def roofline(roof: Mapping[str, Any] | None, width: int = 420, height: int = 280
     y_lo = min(ys) / 4
     x_lo, x_hi = 10 ** math.floor(math.log10(x_lo)), 10 ** math.ceil(math.log10(x_hi))
     y_lo, y_hi = 10 ** math.floor(math.log10(y_lo)), 10 ** math.ceil(math.log10(y_hi))
-    left, right, top, bottom = 58, 10, 10, 34
+    left, right, top, bottom = 58, 22, 10, 34
     pw, ph = width - left - right, height - top - bottom
 
     def px(x: float) -> float:
@@ -121,8 +121,11 @@ def roofline(roof: Mapping[str, Any] | None, width: int = 420, height: int = 280
     elif peak_f:
         roof_path = f"M{px(x_lo):.1f},{py(peak_f):.1f} L{px(x_hi):.1f},{py(peak_f):.1f}"
     dots = []
-    for p in points:
+    # Numbered by time spent, longest first, so the legend lists the kernels that matter most.
+    points = sorted(points, key=lambda p: -(p.get("duration_ns") or 0))
+    for n, p in enumerate(points, 1):
         dots.append({
+            "n": n,
             "x": round(px(float(p["intensity_flop_per_byte"])), 1),
             "y": round(py(float(p["achieved_flops_per_s"])), 1),
             "label": clip(p.get("name"), 160),

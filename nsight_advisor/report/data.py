@@ -251,7 +251,8 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "impact_ns": _num(f.get("impact_ns")),
             "impact": fmt_ns(f.get("impact_ns")) if f.get("impact_ns") else "",
             "impact_pct": _num(f.get("impact_pct")),
-            "impact_pct_text": fmt_pct(f.get("impact_pct")) if f.get("impact_pct") is not None else "",
+            # 0 means the engine knew no wall time (e.g. an ncu report): say nothing rather than "0.0%".
+            "impact_pct_text": fmt_pct(f.get("impact_pct")) if _num(f.get("impact_pct")) > 0 else "",
             "observed": clip(fmt_value(f.get("observed")), 200),
             "threshold": clip(fmt_value(f.get("threshold")), 200),
             "principles": principles[:10],

@@ -23,6 +23,8 @@ from nsight_advisor.resources import templates_dir
 MAX_CAPTURES_SHOWN = 12
 MAX_UTILIZATION_CHARTS = 4
 GLANCE_ROWS = 6
+TOP_KERNEL_ROWS = 8
+ROOF_LABELS = 8
 OPEN_EVIDENCE = 3
 BAR_COLORS = {"error": "#b42318", "warning": "#d98a00", "info": "#1f5fa8"}
 
@@ -81,8 +83,9 @@ def _capture_view(cap: dict[str, Any]) -> dict[str, Any]:
                   "compute_capability": clip(g.get("compute_capability"), 10), "count": int(g.get("count") or 1)}
                  for g in gpus[:6]],
         "gpus_left_out": max(0, len(gpus) - 6),
-        "missing": [{"data": clip(m.get("data"), 60), "capture_option": clip(m.get("capture_option"), 120)}
-                    for m in (cap.get("missing") or [])[:8]],
+        "missing": [{"data": clip(m.get("data"), 100), "capture_option": clip(m.get("capture_option"), 160)}
+                    for m in (cap.get("missing") or [])[:12]],
+        "missing_total": len(cap.get("missing") or []),
     }
 
 
@@ -115,10 +118,11 @@ def _render(result: Any, limits: Limits) -> str:
         if chart:
             util.append({"name": names.get(s.get("capture_id"), ""), "chart": chart})
     top_kernels = []
-    for k in (summary.get("top_kernels") or [])[:30]:
+    all_top = summary.get("top_kernels") or []
+    for k in all_top[:TOP_KERNEL_ROWS]:
         top_kernels.append({
             "capture": names.get(k.get("capture_id"), ""),
-            "name": clip(k.get("name"), limits.cell_chars), "full_name": clip(k.get("name"), 1000),
+            "name": clip(k.get("name"), 110), "full_name": clip(k.get("name"), 1000),
             "launches": f"{int(k.get('launches') or 0):,}", "total": fmt_ns(k.get("total_ns")),
             "avg": fmt_ns(k.get("avg_ns")), "pct": fmt_pct(k.get("pct_of_kernel_time")),
         })
@@ -133,7 +137,10 @@ def _render(result: Any, limits: Limits) -> str:
         else:
             headline += f"; first: {top['title']}"
     else:
-        headline = "No findings"
+        ran = r["outcome_counts"]["clean"]
+        headline = f"No findings: {ran} rule{'s' if ran != 1 else ''} found nothing to fix"
+        if r["outcome_counts"]["skipped"]:
+            headline += f", {r['outcome_counts']['skipped']} could not run on this data"
     headline = clip(headline, 300)
     cap_label = ", ".join(v["name"] for v in capture_views[:3]) or "no capture"
     title = clip(f"{r['tool']['name']}: {total} finding{'s' if total != 1 else ''} · {cap_label}", 200)
@@ -146,5 +153,9 @@ def _render(result: Any, limits: Limits) -> str:
         multi_capture=multi, glance_rows=GLANCE_ROWS, open_evidence=OPEN_EVIDENCE, bar_colors=BAR_COLORS,
         categories=charts.category_bars(summary.get("categories") or []),
         utilization=util, utilization_left_out=max(0, len(summary.get("utilization") or []) - MAX_UTILIZATION_CHARTS),
-        roof=charts.roofline(summary.get("roofline")), top_kernels=top_kernels, shown=n,
+        roof=charts.roofline(summary.get("roofline")), roof_labels=ROOF_LABELS, top_kernels=top_kernels,
+        top_kernels_left_out=max(0, len(all_top) - len(top_kernels)),
+        top_kernels_note=("Profiled kernels by measured duration (Nsight Compute replays each kernel, so these are not "
+                          "a timeline)." if not any(c.get("kernel_count") for c in caps) else
+                          "Kernels grouped by name; share of all kernel time."),
     )

@@ -13,7 +13,8 @@ from nsight_advisor.report.data import Limits, clip, fmt_ns, fmt_pct, prepare
 
 MAX_CHARS = 65_536
 SEVERITY_MARK = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
-_SPECIAL = re.compile(r"([\\`*_\[\]{}()<>#|~!])")
+# Escaping '[' and ']' is enough to stop links and images; '(' and ')' stay readable.
+_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")
 _LEVELS = (
     Limits(findings=100, evidence_rows=10, evidence_columns=8, cell_chars=120, text_chars=1500),
     Limits(findings=100, evidence_rows=3, evidence_columns=6, cell_chars=80, text_chars=800),
@@ -117,7 +118,10 @@ def _finding(f: dict[str, Any]) -> list[str]:
     impact = ""
     if f["impact"]:
         impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of wall time)." if f["impact_pct_text"] else ".")
-    out.append(md_escape(f["message"]) + impact)
+    message = md_escape(f["message"])
+    if message and impact and not message.endswith((".", "!", "?", ")")):
+        message += "."
+    out.append(message + impact)
     if f["observed"] or f["threshold"]:
         out.append("")
         out.append(f"Observed **{md_escape(f['observed'] or '–')}** against threshold **{md_escape(f['threshold'] or '–')}**.")

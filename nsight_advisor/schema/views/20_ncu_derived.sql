@@ -53,6 +53,9 @@ pivoted AS (
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed') AS fadd_per_cycle,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed') AS fmul_per_cycle,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed') AS ffma_per_cycle,
+        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fadd2_pred_on.sum.per_cycle_elapsed') AS fadd2_per_cycle,
+        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fmul2_pred_on.sum.per_cycle_elapsed') AS fmul2_per_cycle,
+        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_ffma2_pred_on.sum.per_cycle_elapsed') AS ffma2_per_cycle,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed') AS dadd_per_cycle,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed') AS dmul_per_cycle,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed') AS dfma_per_cycle,
@@ -126,7 +129,8 @@ counts AS (
         coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9) AS elapsed_cycles,
         coalesce(
             k.fadd + k.fmul + 2 * k.ffma + 2 * coalesce(k.fadd2, 0) + 2 * coalesce(k.fmul2, 0) + 4 * coalesce(k.ffma2, 0),
-            (k.fadd_per_cycle + k.fmul_per_cycle + 2 * k.ffma_per_cycle)
+            (k.fadd_per_cycle + k.fmul_per_cycle + 2 * k.ffma_per_cycle + 2 * coalesce(k.fadd2_per_cycle, 0)
+                + 2 * coalesce(k.fmul2_per_cycle, 0) + 4 * coalesce(k.ffma2_per_cycle, 0))
                 * coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9)) AS flops_fp32,
         coalesce(
             k.dadd + k.dmul + 2 * k.dfma,
@@ -207,6 +211,7 @@ SELECT
     dominant_precision,             -- precision with the most FLOPs: fp32, fp64 or fp16 (fp32 when none counted)
     dram_bytes,                     -- DRAM bytes read + written (dram__bytes.sum, else read + write, else rate x duration)
     achieved_dram_bytes_per_s,      -- achieved DRAM bandwidth, bytes/s (dram__bytes.sum.per_second)
+    flops / (duration_ns * 1e-9) AS achieved_flops_per_s,  -- FLOP/s of the dominant precision
     flops / nullif(dram_bytes, 0) AS arithmetic_intensity_flop_per_byte,  -- FLOPs of the dominant precision per DRAM byte
     peak_flops_per_s,               -- peak FLOP/s of the dominant precision at the profiled clock (FP32 falls back to the datasheet)
     peak_flops_source,              -- 'report' (2 x ffma peak per cycle x SM clock) or 'datasheet' (built-in GPU table)
