@@ -21,12 +21,18 @@ from nsight_advisor.schema import create_schema
 
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open a store (``None`` = in memory). Extension autoloading is off: nothing is ever downloaded."""
-    config = {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
+    # No extension is ever installed or autoloaded (no network at run time), and DuckDB's own progress bar
+    # stays off: it prints to stdout, which would corrupt `analyze --format json` written to stdout.
+    config = {
+        "autoinstall_known_extensions": "false",
+        "autoload_known_extensions": "false",
+    }
     database = ":memory:" if path is None else str(path)
     try:
         con = duckdb.connect(database, read_only=read_only, config=config)
     except duckdb.Error as exc:
         raise InputError(f"{path}: not a readable nsight-advisor store ({_first_line(exc)})") from exc
+    con.execute("SET enable_progress_bar = false")
     if not read_only:
         create_schema(con)
     return con

@@ -223,3 +223,27 @@ def test_invalid_utf8_in_strings_and_nvtx_text(tmp_path: Path, store) -> None:
     assert store.execute("SELECT count(*) FROM kernels WHERE short_name = 'kernel\ufffd_x'").fetchone()[0] > 0
     assert store.execute("SELECT count(*) FROM nvtx_ranges WHERE text = 'forw\ufffdard'").fetchone()[0] == 6
     assert store.execute("SELECT count(*) FROM kernels").fetchone()[0] > 100
+
+
+def test_progress_bar_only_on_a_terminal_after_the_delay() -> None:
+    import io
+
+    from nsight_advisor.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    plain = io.StringIO()
+    with Progress("ingest x", 3, stream=plain, delay_s=0) as bar:
+        bar.step("kernels")
+    assert plain.getvalue() == ""
+    quick = Tty()
+    with Progress("ingest x", 3, stream=quick, delay_s=60) as bar:
+        bar.step("kernels")
+    assert quick.getvalue() == ""
+    slow = Tty()
+    with Progress("ingest x", 3, stream=slow, delay_s=0) as bar:
+        bar.step("kernels")
+        assert "1/3 kernels" in slow.getvalue()
+    assert slow.getvalue().endswith("\r")  # the bar is erased at the end

@@ -341,3 +341,19 @@ def test_report_of_a_million_kernel_capture_stays_under_5_mb(tmp_path):
     validate_json_contract(render(result, "json"))
     validate_sarif(render(result, "sarif"))
     assert len(result.summary["utilization"][0]["busy_pct"]) <= 120 and len(result.summary["top_kernels"]) <= 10
+
+
+def test_summary_survives_a_broken_store_part(memory_store):
+    from nsight_advisor.engine.summary import build_summary
+
+    con = memory_store
+    con.execute("insert into captures (capture_id, source_name, tool, start_ns, end_ns, duration_ns) "
+                "values (1, 'x.sqlite', 'nsys', 0, 1000, 1000)")
+    con.execute("drop view if exists kernel_launches")
+    con.execute("drop view if exists kernel_classes")
+    con.execute("drop table memsets")  # a store missing a table: busy time cannot be computed
+    s = build_summary(con, [1])
+    assert s["captures"][0]["source_name"] == "x.sqlite" and s["captures"][0]["gpu_busy_pct"] is None
+    assert s["errors"] and s["errors"][0].startswith("gpu busy time")
+    html = render(AnalysisResult({"name": "nsight-advisor", "version": "0"}, [], [], [], s), "html")
+    assert "No findings" in html and "could not be computed" in html and "gpu busy time" in html

@@ -4,7 +4,9 @@ data, never runs. One test per case; when one pytest run has run every case it w
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,6 @@ _spec = importlib.util.spec_from_file_location("nsight_advisor_robustness_corpus
 corpus = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = corpus  # dataclasses resolve annotations through sys.modules
 _spec.loader.exec_module(corpus)
-
-_RUNS: dict[str, "corpus.Run"] = {}
-_SKIPPED: dict[str, str] = {}
 
 REQUIRED_KINDS = {
     # the issue's list, each with the case ids that cover it
@@ -58,26 +57,37 @@ def _params():
 
 
 @pytest.fixture(scope="session")
-def corpus_doc():
-    """Collects the runs; writes docs/robustness.md at the end when every case ran against the real traces."""
-    yield _RUNS
+def corpus_runs(request, tmp_path_factory):
+    """Runs every selected corpus case once (in parallel where cores allow), then writes docs/robustness.md
+    when the whole corpus ran against the real traces. NSIGHT_ADVISOR_CORPUS_JOBS sets the number of workers."""
+    wanted = [item.callspec.params["case"] for item in request.session.items
+              if getattr(item, "originalname", "") == "test_corpus_case" and hasattr(item, "callspec")]
+    jobs = int(os.environ.get("NSIGHT_ADVISOR_CORPUS_JOBS") or max(1, (os.cpu_count() or 2) // 2))
+    workdirs = {case.id: tmp_path_factory.mktemp(case.id) for case in wanted}
+
+    def one(case):
+        try:
+            return corpus.run_case(case, workdirs[case.id])
+        except corpus.Unavailable as exc:
+            return exc
+        finally:
+            corpus._make_writable(workdirs[case.id])
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = dict(zip([c.id for c in wanted], pool.map(one, wanted)))
+    yield results
+    runs = [r for r in results.values() if isinstance(r, corpus.Run)]
     every = {c.id for c in corpus.CASES}
-    if corpus.TRACES.exists() and set(_RUNS) | set(_SKIPPED) == every and not _SKIPPED:
-        corpus.write_doc(list(_RUNS.values()))
+    if corpus.TRACES.exists() and {r.case.id for r in runs} == every:
+        corpus.write_doc(runs)
 
 
 @pytest.mark.parametrize("case", _params())
-def test_corpus_case(case, tmp_path_factory, corpus_doc):
+def test_corpus_case(case, corpus_runs):
     """One malformed or hostile input: rejected cleanly (exit 2, one line) or analyzed with notes; never more."""
-    workdir = tmp_path_factory.mktemp(case.id)
-    try:
-        run = corpus.run_case(case, workdir)
-    except corpus.Unavailable as exc:
-        _SKIPPED[case.id] = str(exc)
-        pytest.skip(str(exc))
-    finally:
-        corpus._make_writable(workdir)
-    corpus_doc[case.id] = run
+    run = corpus_runs[case.id]
+    if isinstance(run, corpus.Unavailable):
+        pytest.skip(str(run))
     details = "\n  ".join(run.problems)
     assert not run.problems, f"{case.id} ({case.what}): {run.outcome}: {run.message}\n  {details}"
 

@@ -50,16 +50,29 @@ def build_summary(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
         return {"captures": [], "top_kernels": [], "categories": [], "utilization": [], "roofline": None}
     con.execute("CREATE OR REPLACE TEMP TABLE _summary_ids AS SELECT unnest($ids::INTEGER[]) AS capture_id",
                 {"ids": ids})
+    errors: list[str] = []
+
+    def guarded(part: str, compute, default):
+        # A summary part that cannot be computed is left empty and named: the report must still come out.
+        try:
+            return compute()
+        except duckdb.Error as exc:
+            errors.append(f"{part}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            return default
+
     try:
-        busy = _busy_by_capture(con)
-        captures = _captures(con, busy)
-        return {
+        busy = guarded("gpu busy time", lambda: _busy_by_capture(con), {})
+        captures = guarded("captures", lambda: _captures(con, busy), [])
+        out = {
             "captures": captures,
-            "top_kernels": _top_kernels(con),
-            "categories": _categories(con),
-            "utilization": _utilization(con, captures),
-            "roofline": _roofline(con, ids),
+            "top_kernels": guarded("top kernels", lambda: _top_kernels(con), []),
+            "categories": guarded("kernel categories", lambda: _categories(con), []),
+            "utilization": guarded("utilization", lambda: _utilization(con, captures), []) if busy else [],
+            "roofline": guarded("roofline", lambda: _roofline(con, ids), None),
         }
+        if errors:
+            out["errors"] = errors
+        return out
     finally:
         con.execute("DROP TABLE IF EXISTS _summary_ids")
         con.execute("DROP TABLE IF EXISTS _summary_islands")

@@ -102,7 +102,7 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
 
 #: Memory DuckDB may use while ingesting into an on-disk store; beyond it joins and sorts spill to disk,
 #: so peak memory stays flat however large the export is.
-INGEST_MEMORY_LIMIT = "1GB"
+INGEST_MEMORY_LIMIT = "2GB"
 
 
 def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -301,8 +301,10 @@ class _Ingest:
             con.execute(f"CREATE TEMP TABLE {self.strings()} (id BIGINT, value VARCHAR)")
         for enum, rows in self.cat.enums.items():
             con.execute(f"CREATE TEMP TABLE {self.enum(enum)} (id BIGINT, label VARCHAR, word VARCHAR)")
-            con.executemany(f"INSERT INTO {self.enum(enum)} VALUES (?, ?, ?)",
-                            [[i, lab, E.word_label(enum, sym, lab)] for i, (sym, lab) in rows.items()])
+            values = [v for i, (sym, lab) in rows.items() for v in (i, lab, E.word_label(enum, sym, lab))]
+            if values:  # one statement: executemany costs a round trip per row
+                con.execute(f"INSERT INTO {self.enum(enum)} VALUES " + ", ".join(["(?, ?, ?)"] * (len(values) // 3)),
+                            values)
 
     def cleanup(self) -> None:
         names = [self.strings(), *(self.enum(e) for e in self.cat.enums), *self.copied.values()]
@@ -543,8 +545,9 @@ class _Ingest:
 
         depth = the thread's push/pop ranges opened before this one (in start order; an outer range
         starting at the same ns has the later end) minus those already closed at its start (an ASOF
-        join on end <= start). This equals a stack walk for properly nested ranges, which push/pop
-        ranges on one thread are. DuckDB sorts and joins out of core, so memory stays bounded.
+        join on end <= start): a stack walk's answer for properly nested ranges, which push/pop ranges
+        on one thread are. Computed on narrow rows (ids and times) and joined back by row id, which
+        measured faster than carrying the text through the sorts. DuckDB sorts and joins out of core.
         """
         self.con.execute(f"""
             INSERT INTO nvtx_ranges
@@ -552,27 +555,30 @@ class _Ingest:
                 SELECT domain_id, any_value(text) AS name FROM {stage}
                 WHERE event_type = {E.NVTX_DOMAIN_CREATE} GROUP BY 1
             ), valid AS (
-                SELECT * FROM {stage}
+                SELECT rowid AS rid, * FROM {stage}
                 WHERE event_type <> {E.NVTX_DOMAIN_CREATE}
                   AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
+            ), opens AS (
+                SELECT rid, pid, tid, start_ns,
+                       row_number() OVER (PARTITION BY pid, tid ORDER BY start_ns, end_ns DESC, rid) - 1 AS opened
+                FROM valid WHERE event_type = {E.NVTX_PUSH_POP}
             ), closes AS (
                 SELECT pid, tid, end_ns, count(*) OVER (PARTITION BY pid, tid ORDER BY end_ns) AS closed
                 FROM valid WHERE event_type = {E.NVTX_PUSH_POP}
-            ), ranked AS (
-                SELECT *, CASE WHEN event_type = {E.NVTX_PUSH_POP} THEN
-                          row_number() OVER (PARTITION BY pid, tid, event_type = {E.NVTX_PUSH_POP}
-                                             ORDER BY start_ns, end_ns DESC) - 1 END AS opened
-                FROM valid
+            ), depths AS (
+                SELECT o.rid, o.opened - coalesce(c.closed, 0) AS depth
+                FROM opens o ASOF LEFT JOIN closes c
+                  ON c.pid = o.pid AND c.tid = o.tid AND c.end_ns <= o.start_ns
             )
-            SELECT $cid, r.pid, r.tid,
-                   CASE WHEN r.domain_id = 0 THEN 'Default' ELSE coalesce(d.name, 'domain ' || r.domain_id) END,
-                   r.text,
-                   CASE r.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop' WHEN {E.NVTX_START_END} THEN 'start_end'
+            SELECT $cid, v.pid, v.tid,
+                   CASE WHEN v.domain_id = 0 THEN 'Default' ELSE coalesce(d.name, 'domain ' || v.domain_id) END,
+                   v.text,
+                   CASE v.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop' WHEN {E.NVTX_START_END} THEN 'start_end'
                         ELSE 'mark' END,
-                   r.start_ns, r.end_ns, r.end_ns - r.start_ns, (r.opened - coalesce(c.closed, 0))::INTEGER, r.category
-            FROM ranked r
-            ASOF LEFT JOIN closes c ON c.pid = r.pid AND c.tid = r.tid AND c.end_ns <= r.start_ns
-            LEFT JOIN domains d ON d.domain_id = r.domain_id
+                   v.start_ns, v.end_ns, v.end_ns - v.start_ns, dp.depth::INTEGER, v.category
+            FROM valid v
+            LEFT JOIN domains d ON d.domain_id = v.domain_id
+            LEFT JOIN depths dp ON dp.rid = v.rid
             """, {"cid": self.cid})
 
     def gpu_metrics(self) -> None:

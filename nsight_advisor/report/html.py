@@ -153,6 +153,7 @@ def _render(result: Any, limits: Limits) -> str:
         multi_capture=multi, glance_rows=GLANCE_ROWS, open_evidence=OPEN_EVIDENCE, bar_colors=BAR_COLORS,
         categories=charts.category_bars(summary.get("categories") or []),
         utilization=util, utilization_left_out=max(0, len(summary.get("utilization") or []) - MAX_UTILIZATION_CHARTS),
+        summary_errors=[clip(e, 300) for e in (summary.get("errors") or [])[:5]],
         roof=charts.roofline(summary.get("roofline")), roof_labels=ROOF_LABELS, top_kernels=top_kernels,
         top_kernels_left_out=max(0, len(all_top) - len(top_kernels)),
         top_kernels_note=("Profiled kernels by measured duration (Nsight Compute replays each kernel, so these are not "

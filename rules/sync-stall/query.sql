@@ -15,6 +15,17 @@ gpu_ops as (
     union all
     select pid, start_ns, end_ns from memsets where capture_id = $capture_id
 ),
+busy as (
+    -- how far the process's GPU work reaches at each start time: the running maximum of end times, one row per
+    -- start time so that the as-of join below is deterministic
+    select pid, start_ns, max(busy_until_ns) as busy_until_ns
+    from (
+        select pid, start_ns,
+               max(end_ns) over (partition by pid order by start_ns, end_ns rows unbounded preceding) as busy_until_ns
+        from gpu_ops
+    )
+    group by pid, start_ns
+),
 next_op as (
     select s.*, n.start_ns as next_gpu_start_ns
     from syncs_ s
@@ -25,11 +36,11 @@ bubbles as (
         o.*,
         case
             when o.next_gpu_start_ns is null then 0
-            when exists (select 1 from gpu_ops g where g.pid = o.pid and g.start_ns < o.end_ns and g.end_ns > o.end_ns)
-                then 0
+            when b.busy_until_ns > o.end_ns then 0   -- work was still running when the call returned
             else o.next_gpu_start_ns - o.end_ns
         end as idle_after_ns
     from next_op o
+    asof left join busy b on b.pid = o.pid and b.start_ns < o.end_ns
 ),
 wall as (
     select duration_ns as capture_ns from captures where capture_id = $capture_id

@@ -4,6 +4,8 @@
 -- No semicolons inside this file except between statements (the loader splits on them).
 
 -- One row per (capture_id, kernel_id) with the metrics the derived views need, pivoted from ncu_metrics.
+-- Each column is the value of the metric named in its FILTER, in base units (% / Hz / bytes / bytes/s / counts),
+-- *_per_cycle columns are per elapsed SMSP cycle, *_peak_per_cycle per SM cycle, NULL when not collected.
 CREATE OR REPLACE VIEW ncu_kernel_inputs AS
 WITH m AS (
     SELECT capture_id, kernel_id, metric, value
