@@ -2,7 +2,7 @@
 
     python benchmarks/bench_analyze.py                                 # 1M and 10M kernels
     python benchmarks/bench_analyze.py --kernels 1000000 --no-write    # one size, leave docs alone
-    python benchmarks/bench_analyze.py --profile                       # also cProfile the cold run
+    python benchmarks/bench_analyze.py --profile                       # also cProfile a cold run (first size)
 
 Exports are built on the fly by replaying a real one (``bench_ingest.build_export``: each copy of the
 event tables shifted in time, correlation ids kept unique) into --out (default: the temp folder), and
@@ -136,7 +136,7 @@ def nsys_anchor(path: Path, work: Path) -> dict | None:
     return res
 
 
-def analyze_runs(path: Path, work: Path, profile: bool) -> dict:
+def analyze_runs(path: Path, work: Path, profile: bool, rerun: bool = True) -> dict:
     """Cold (--no-cache, empty cache) and warm analyze of ``path`` into an HTML report."""
     cache = work / "cache"
     report = work / "report.html"
@@ -146,11 +146,16 @@ def analyze_runs(path: Path, work: Path, profile: bool) -> dict:
     warm_runs = [measure(base, env) for _ in range(3)]
     warm = min(warm_runs, key=lambda r: r["wall_s"])
     warm["peak_rss_mb"] = max(r["peak_rss_mb"] for r in warm_runs)
-    rerun = measure([sys.executable, "-c", _RULES_ON_CACHED_STORE, str(path), str(work / "rerun.html")], env)
-    (work / "rerun.html").unlink(missing_ok=True)
-    out = {"cold": cold, "warm": warm, "rerun": rerun, "html_bytes": report.stat().st_size if report.exists() else None,
+    rerun_run = None
+    if rerun:
+        rerun_run = measure([sys.executable, "-c", _RULES_ON_CACHED_STORE, str(path), str(work / "rerun.html")], env)
+        (work / "rerun.html").unlink(missing_ok=True)
+    out = {"cold": cold, "warm": warm, "rerun": rerun_run, "html_bytes": report.stat().st_size if report.exists() else None,
            "store_bytes": sum(p.stat().st_size for p in cache.glob("*.duckdb"))}
-    kept = {p for p in cache.glob("*.duckdb")} | {p for p in cache.glob("results/*.json")} | {cache / "results"}
+    # Kept: the stores and the kept results with their rendered reports; anything else (a lock, a temporary
+    # build, a worker's folder, a spill folder) is a leftover.
+    kept = set(cache.glob("*.duckdb")) | {p for p in cache.glob("results/*") if not p.name.startswith(".")}
+    kept.add(cache / "results")
     leftovers = [str(p.relative_to(cache)) for p in cache.rglob("*") if p not in kept] if cache.exists() else []
     leftovers += [p.name for p in work.iterdir() if p.name not in ("cache", "report.html", "profile")]
     out["leftovers"] = leftovers
@@ -199,7 +204,7 @@ def check_space(out: Path, kernels: int) -> None:
                  f"for {kernels:,} kernels (pick another --out)")
 
 
-def bench_size(source: Path, kernels: int, out: Path, keep: bool, profile: bool) -> dict:
+def bench_size(source: Path, kernels: int, out: Path, keep: bool, profile: bool, rerun: bool = True) -> dict:
     check_space(out, kernels)
     t0 = time.perf_counter()
     export = build_export(source, kernels, out)
@@ -210,7 +215,7 @@ def bench_size(source: Path, kernels: int, out: Path, keep: bool, profile: bool)
                "activity_rows": activity_rows(export)}
         row["sqlite"] = sqlite_anchor(export)
         row["nsys"] = nsys_anchor(export, work)
-        row.update(analyze_runs(export, work, profile))
+        row.update(analyze_runs(export, work, profile, rerun))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if not keep:
@@ -290,9 +295,11 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()), help="where exports are built")
     ap.add_argument("--keep", action="store_true", help="keep the built exports")
-    ap.add_argument("--profile", action="store_true", help="cProfile one more cold analyze per size")
+    ap.add_argument("--profile", action="store_true", help="cProfile one more cold analyze of the first size")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     ap.add_argument("--json", type=Path, help="also write the raw measurements here")
+    ap.add_argument("--rerun-up-to", type=int, default=10**9, metavar="KERNELS",
+                    help="measure 'rules + HTML on the cached store' only up to this many kernels")
     args = ap.parse_args()
     if not args.source.exists():
         sys.exit(f"source export not found: {args.source} (the real traces live in ../shared/traces)")
@@ -302,12 +309,13 @@ def main() -> None:
     rows = []
     for n in args.kernels:
         before = {p.name for p in Path(tempfile.gettempdir()).iterdir()}
-        row = bench_size(args.source, n, args.out, args.keep, args.profile)
+        row = bench_size(args.source, n, args.out, args.keep, args.profile and n == args.kernels[0],
+                         rerun=n <= args.rerun_up_to)
         row["temp_left"] = new_temp_entries(before)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
         for key in ("cold", "warm", "rerun"):
-            if row[key]["rc"] != 0:
+            if row[key] is not None and row[key]["rc"] != 0:
                 print(f"  {key} analyze failed (exit {row[key]['rc']}): {row[key].get('stderr', '')}", flush=True)
         if row.get("profile"):
             print(row["profile"], flush=True)

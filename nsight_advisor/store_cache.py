@@ -10,7 +10,6 @@ first instead of building it twice.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import secrets
@@ -20,6 +19,11 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from nsight_advisor import SCHEMA_VERSION
 from nsight_advisor.errors import InputError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; the atomic rename alone still keeps every store whole
+    fcntl = None
 
 if TYPE_CHECKING:
     import duckdb
@@ -146,6 +150,9 @@ def build_lock(store_path: Path, *, progress: bool = False) -> Iterator[None]:
     A second process asking for the same store waits here until the first has renamed its store into
     place, then finds it complete and reuses it.
     """
+    if fcntl is None:
+        yield
+        return
     lock_path = store_path.with_name(store_path.name + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     told = False

@@ -121,7 +121,7 @@ class Case:
     needs: tuple[str, ...] = ("nsys", "engine", "report")
     checks: tuple[Callable[["Run"], list[str]], ...] = ()
     formats: tuple[str, ...] = ("json",)
-    also: tuple[str, ...] = ()  # other commands to run on the first capture: "info", "ingest"
+    also: tuple[str, ...] = ()  # other commands to run on the first capture: "info", "ingest", "query"
     timeout_s: int = 180
     store_may_remain: bool = False  # a rejection after a successful ingest (bad rule, bad config) may keep the cache
 
@@ -1286,7 +1286,8 @@ CASES: tuple[Case, ...] = (
          sources=(MOCK,), formats=("json", "html")),
     Case("sqlite-hostile-strings", "sqlite", "HTML/script/template/SQL payloads in kernel, API, NVTX, GPU and thread names",
          b_sqlite_hostile_strings, "analyzed", sources=(FUSER,), formats=("json", "html", "md", "sarif"),
-         also=("info",), checks=(check_html_safe, check_json_keeps_strings(SCRIPT_NAME), check_no_terminal_escapes)),
+         also=("info", "query"),
+         checks=(check_html_safe, check_json_keeps_strings(SCRIPT_NAME), check_no_terminal_escapes)),
     Case("sqlite-hostile-identifiers", "sqlite", "tables and columns whose names carry quotes, SQL and HTML",
          b_sqlite_hostile_identifiers, "analyzed", sources=(MOCK,),
          checks=(check_rows_kept("kernels", "select count(*) from CUPTI_ACTIVITY_KIND_KERNEL"),)),
@@ -1614,7 +1615,10 @@ def run_case(case: Case, workdir: Path) -> Run:
 
     first_capture = setup.args[0] if setup.args else ""
     for command in case.also:
-        if command == "ingest":
+        if command == "query":
+            inv = _cli(["query", first_capture, "select name, short_name from kernels order by name limit 20"],
+                       workdir, timeout_s=case.timeout_s, env=setup.env)
+        elif command == "ingest":
             store = out_dir / "ingested.duckdb"
             inv = _cli(["ingest", first_capture, "--store", str(store)], workdir, timeout_s=case.timeout_s,
                        env=setup.env)

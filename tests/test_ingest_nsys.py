@@ -247,3 +247,32 @@ def test_progress_bar_only_on_a_terminal_after_the_delay() -> None:
         bar.step("kernels")
         assert "1/3 kernels" in slow.getvalue()
     assert slow.getvalue().endswith("\r")  # the bar is erased at the end
+
+
+def test_rows_with_end_before_start_are_dropped_and_noted(tmp_path: Path, store) -> None:
+    import shutil
+    import sqlite3
+
+    bad = tmp_path / "bad_times.sqlite"
+    shutil.copyfile(SAMPLE, bad)
+    con = sqlite3.connect(bad)
+    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 5 WHERE rowid IN (1, 2)')
+    con.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 1 WHERE rowid = 3')
+    con.commit()
+    total_kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.close()
+    ingest_nsys_sqlite(store, 1, bad)
+    assert store.execute("SELECT count(*) FROM kernels").fetchone()[0] == total_kernels - 2
+    notes = dict(store.execute("SELECT data, rows FROM ingest_notes").fetchall())
+    assert notes == {"kernels": 2, "api_calls": 1}
+
+
+def test_sqlite_scanner_loads_signed_from_the_pinned_package(store) -> None:
+    from nsight_advisor.ingest.nsys_sqlite import load_sqlite_scanner
+
+    load_sqlite_scanner(store)
+    assert store.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()[0] is False
+    assert store.execute("SELECT current_setting('autoinstall_known_extensions')").fetchone()[0] is False
+    loaded, installed = store.execute(
+        "SELECT loaded, installed FROM duckdb_extensions() WHERE extension_name = 'sqlite_scanner'").fetchone()
+    assert loaded is True and installed is False  # loaded from the package's file; nothing installed or fetched

@@ -122,6 +122,12 @@ def write_capture(con: duckdb.DuckDBPyConnection, capture_id: int, cap: NcuCaptu
         capture_id, str(cap.path.resolve()), cap.path.name, st.st_size, st.st_mtime_ns, cap.fmt, cap.tool_version,
         _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),
     ])
+    # Nsight Compute replays each kernel alone, so a report has no timeline: its "wall time" is the sum of the
+    # profiled kernels' durations, which is what impact_pct of an ncu finding is a share of.
+    con.execute("""UPDATE captures SET start_ns = 0,
+                       duration_ns = (SELECT round(sum(duration_ns))::BIGINT FROM ncu_kernels WHERE capture_id = $id),
+                       end_ns = (SELECT round(sum(duration_ns))::BIGINT FROM ncu_kernels WHERE capture_id = $id)
+                   WHERE capture_id = $id""", {"id": capture_id})
 
 
 def _lookup(metrics: pd.DataFrame) -> dict[int, dict[str, Any]]:

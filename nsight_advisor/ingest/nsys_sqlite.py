@@ -3,10 +3,11 @@
 The export is attached read-only through DuckDB's sqlite scanner (loaded from its pinned pip package,
 signature checks on, nothing downloaded) and every normalized table is filled with one
 ``INSERT ... SELECT`` that projects only the columns it needs; StringIds joins and enum labels are
-resolved inside DuckDB. Measured on a 1M-kernel export this is several times faster than iterating
-rows in Python (see ``benchmarks/bench_ingest.py``). The catalog (tables, columns, ENUM tables, version)
-is read with the standard library's sqlite3, also read-only. Environment tables
-(TARGET_INFO_SYSTEM_ENV, META_DATA_CAPTURE, ProcessStreams) are never read.
+resolved inside DuckDB. Why not the standard library: on a 1M-kernel export (8M event rows) merely
+iterating the projected rows with Python's sqlite3 took 2.5x SQLite's own aggregate scan, before
+any conversion or insert, while the scanner reads in parallel at about 1.5x (``benchmarks/``).
+The catalog (tables, columns, ENUM tables, version) is read with sqlite3, also read-only.
+Environment tables (TARGET_INFO_SYSTEM_ENV, META_DATA_CAPTURE, ProcessStreams) are never read.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ TABLES: tuple[Table, ...] = (
             ("export_schema_version", "VARCHAR", "The export's own schema version (nsys EXPORT_SCHEMA_VERSION), or NULL."),
             ("start_ns", "BIGINT", "Earliest recorded event, ns on the capture's timeline."),
             ("end_ns", "BIGINT", "Latest recorded event end, ns on the capture's timeline."),
-            ("duration_ns", "BIGINT", "Wall time covered by the capture's events (end_ns - start_ns), ns."),
+            ("duration_ns", "BIGINT", "Wall time covered by the capture's events (end_ns - start_ns), ns; for ncu captures the sum of the profiled kernels' durations."),
             ("ingested_at", "TIMESTAMP", "When nsight-advisor ingested it (UTC)."),
         ),
     ),

@@ -1,40 +1,54 @@
 -- Host-to-device copy volume per GPU, and the copy time that no kernel on the same GPU overlaps (exposed): time the
 -- GPU's computation waits on, or could not use, because data was still arriving from the host.
+--
+-- Overlap is exact and cheap: kernels are merged into busy segments per device (islands of overlapping kernels),
+-- busy(t) = kernel-busy time on the device up to t is read with an as-of join, and a copy [a, b] is covered for
+-- busy(b) - busy(a).
 with h2d as (
     select device_id, start_ns, end_ns, duration_ns, bytes, src_kind
     from memcpys
     where capture_id = $capture_id and direction ilike '%host-to-device%'
 ),
-keyed_kernels as (
-    -- The device is folded into the time key (device x 10^15 ns, about 11.6 days, far beyond any capture) so that
-    -- the overlap join below is a pure range join, which DuckDB runs as an inequality join instead of comparing
-    -- every copy with every kernel of its device.
-    select device_id * 1000000000000000 + start_ns as key_start, device_id * 1000000000000000 + end_ns as key_end
+ordered as (
+    select
+        device_id, start_ns, end_ns,
+        max(end_ns) over (partition by device_id order by start_ns, end_ns
+                          rows between unbounded preceding and 1 preceding) as busy_until_ns
     from kernels
     where capture_id = $capture_id
 ),
-keyed_copies as (
-    select device_id, start_ns, duration_ns,
-           device_id * 1000000000000000 + start_ns as key_start, device_id * 1000000000000000 + end_ns as key_end
-    from h2d
+islands as (
+    select
+        device_id, start_ns, end_ns,
+        sum(case when busy_until_ns is null or start_ns > busy_until_ns then 1 else 0 end)
+            over (partition by device_id order by start_ns, end_ns rows unbounded preceding) as island
+    from ordered
 ),
-overlap as (
-    -- kernel time inside each copy; kernels of one device rarely overlap each other, so the sum is close to the
-    -- union (capped at the copy's own duration). An inner join: copies no kernel meets get 0 in per_copy.
-    select c.device_id, c.start_ns, least(any_value(c.duration_ns), sum(o.overlap_ns)) as covered_ns
-    from keyed_copies c
-    join (
-        select c2.key_start as copy_key,
-               least(k.key_end, c2.key_end) - greatest(k.key_start, c2.key_start) as overlap_ns
-        from keyed_copies c2
-        join keyed_kernels k on k.key_start < c2.key_end and k.key_end > c2.key_start
-    ) o on o.copy_key = c.key_start
-    group by c.device_id, c.start_ns
+segments as (
+    select device_id, min(start_ns) as seg_start_ns, max(end_ns) as seg_end_ns
+    from islands
+    group by device_id, island
+),
+cumulative as (
+    select
+        device_id, seg_start_ns, seg_end_ns,
+        coalesce(sum(seg_end_ns - seg_start_ns) over (partition by device_id order by seg_start_ns
+                                                      rows between unbounded preceding and 1 preceding), 0)
+            as busy_before_ns
+    from segments
+),
+copy_start as (
+    select c.*, coalesce(s.busy_before_ns + least(c.start_ns, s.seg_end_ns) - s.seg_start_ns, 0) as busy_at_start_ns
+    from h2d c
+    asof left join cumulative s on s.device_id = c.device_id and s.seg_start_ns <= c.start_ns
 ),
 per_copy as (
-    select c.*, coalesce(o.covered_ns, 0) as covered_ns
-    from h2d c
-    left join overlap o on o.device_id = c.device_id and o.start_ns = c.start_ns
+    select
+        c.*,
+        coalesce(s.busy_before_ns + least(c.end_ns, s.seg_end_ns) - s.seg_start_ns, 0) - c.busy_at_start_ns
+            as covered_ns
+    from copy_start c
+    asof left join cumulative s on s.device_id = c.device_id and s.seg_start_ns <= c.end_ns
 ),
 wall as (
     select duration_ns as capture_ns from captures where capture_id = $capture_id
