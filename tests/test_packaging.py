@@ -29,7 +29,11 @@ def _run(cmd: list[str], cwd: Path, env: dict | None = None) -> subprocess.Compl
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """A venv (seeing the system's dependencies) with our wheel installed; returns its bin folder."""
+    """A venv (seeing the system's dependencies) with our wheel installed; returns its bin folder.
+
+    --ignore-installed: CI has already pip-installed the project into the system site-packages, which the venv
+    sees; without it pip would call the requirement satisfied and install nothing into the venv.
+    """
     tmp = tmp_path_factory.mktemp("pkg")
     src = tmp / "src"
     src.mkdir()
@@ -52,9 +56,10 @@ def installed(tmp_path_factory) -> Path:
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
     bindir = env_dir / "bin"
     install = _run([sys.executable, "-m", "pip", "--python", str(bindir / "python"), "install", "--no-deps",
-                    str(wheels[0])], cwd=tmp)
+                    "--ignore-installed", str(wheels[0])], cwd=tmp)
     if install.returncode != 0:  # pip < 22.3 has no --python: fall back to the venv's own pip, if any
-        install = _run([str(bindir / "python"), "-m", "pip", "install", "--no-deps", str(wheels[0])], cwd=tmp)
+        install = _run([str(bindir / "python"), "-m", "pip", "install", "--no-deps", "--ignore-installed",
+                        str(wheels[0])], cwd=tmp)
     assert install.returncode == 0, install.stdout + install.stderr
     return bindir
 
