@@ -7,6 +7,8 @@ written to a file whose path is printed).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import tempfile
 import traceback
@@ -44,27 +46,58 @@ class _Group(click.Group):
             click.echo(f"nsight-advisor: {exc.format_message()}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except NsightAdvisorError as exc:
-            click.echo(f"nsight-advisor: {_one_line(str(exc))}", err=True)
+            click.echo(f"nsight-advisor: {_one_line(_escape_args(str(exc)))}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except KeyboardInterrupt:
             click.echo("nsight-advisor: interrupted", err=True)
             sys.exit(130)
         except BrokenPipeError:
             sys.exit(EXIT_OK)
+        except OSError as exc:
+            if exc.filename is None:
+                _internal_error(exc)
+            # The file system refused (a file where a folder must be, no space, no permission): the user's to fix.
+            problem = exc.strerror or type(exc).__name__
+            if isinstance(exc, (FileExistsError, NotADirectoryError)):
+                problem = "a file of that name is in the way of a folder"
+            click.echo(f"nsight-advisor: {_one_line(_escape_args(f'{exc.filename}: {problem}'))}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: keep the details, show one line
-            details = _write_crash_report(exc)
-            click.echo(
-                f"nsight-advisor: internal error ({type(exc).__name__}: {_one_line(str(exc))}); "
-                f"please report it with the details in {details}",
-                err=True,
-            )
-            sys.exit(EXIT_INTERNAL)
+            _internal_error(exc)
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def _internal_error(exc: BaseException) -> None:
+    details = _write_crash_report(exc)
+    click.echo(
+        f"nsight-advisor: internal error ({type(exc).__name__}: {_one_line(str(exc))}); "
+        f"please report it with the details in {details}",
+        err=True,
+    )
+    sys.exit(EXIT_INTERNAL)
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (newlines, terminal escapes) written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _escape_args(text: str) -> str:
+    """Command-line paths holding newlines or escapes, escaped inside ``text`` so the message stays one line."""
+    for arg in sys.argv[1:]:
+        if arg.isprintable():
+            continue
+        forms = {arg, os.path.abspath(arg), os.path.basename(arg)}
+        with contextlib.suppress(OSError, ValueError):
+            forms.add(str(Path(arg).resolve()))
+        for form in sorted(forms - {""}, key=len, reverse=True):
+            text = text.replace(form, _printable(form))
+    return text
 
 
 def _one_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    line = lines[0] if lines else "error"
+    line = _printable(lines[0]) if lines else "error"
     return line if len(line) <= 500 else line[:497] + "..."
 
 

@@ -36,6 +36,8 @@ def check_input_path(path: Path) -> Path:
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a capture file")
+    if not path.is_file():  # a pipe or device: reading it could block forever
+        raise InputError(f"{path}: not a regular file (a pipe, socket or device); pass the capture file itself")
     if not os.access(path, os.R_OK):
         raise InputError(f"{path}: permission denied")
     return path.resolve()
@@ -222,7 +224,10 @@ def write_text_atomic(path: Path, text: str) -> None:
     path = path.resolve()
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected an output file name")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise InputError(f"{path}: cannot create the output's folder: a file of that name is in the way") from None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
@@ -230,6 +235,10 @@ def write_text_atomic(path: Path, text: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def reaches(result, level: str) -> bool:
@@ -283,7 +292,8 @@ def format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
         writer.writerow(columns)
         writer.writerows(rows)
         return buf.getvalue()
-    cells = [columns] + [["NULL" if v is None else str(v) for v in r] for r in rows]
+    # control characters from a capture (terminal escapes in kernel names) are shown escaped, never sent raw
+    cells = [columns] + [["NULL" if v is None else _printable(str(v)) for v in r] for r in rows]
     widths = [min(60, max(len(row[i]) for row in cells)) for i in range(len(columns))]
 
     def fit(text: str, width: int) -> str:

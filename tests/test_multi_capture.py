@@ -209,3 +209,16 @@ def test_progress_on_a_terminal_and_silence_with_quiet(replayed, tmp_path):
     assert "ingest" in err  # the per-capture / per-table progress line
     rc, err = _run_with_terminal_stderr(args + ["--quiet"])
     assert rc == 0 and err == ""
+
+
+def test_reports_show_the_combined_view(ranks):
+    from nsight_advisor.report import render
+
+    result = workflow.analyze(ranks)
+    md = render(result, "md")
+    assert "### Across 3 captures" in md
+    assert "Slowest: **nsu\\_v100\\_openacc.sqlite**" in md
+    html = render(result, "html")
+    assert 'id="across-captures"' in html and "nsu_v100_openacc.sqlite" in html
+    single = workflow.analyze(ranks[:1])
+    assert "Across" not in render(single, "md") and 'id="across-captures"' not in render(single, "html")

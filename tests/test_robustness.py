@@ -46,14 +46,7 @@ REQUIRED_KINDS = {
 
 
 def _params():
-    params = []
-    for case in corpus.CASES:
-        marks = [pytest.mark.slow]
-        missing = corpus.missing_components(case.needs)
-        if missing:
-            marks.append(pytest.mark.xfail(strict=False, reason=f"not written yet: {', '.join(missing)}"))
-        params.append(pytest.param(case, id=case.id, marks=marks))
-    return params
+    return [pytest.param(case, id=case.id, marks=pytest.mark.slow) for case in corpus.CASES]
 
 
 @pytest.fixture(scope="session")

@@ -6,17 +6,20 @@ clean, skipped or errored); a rule that fails never stops the others.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-import duckdb
-
-from nsight_advisor.engine.config import apply_params, find_config, select_rules
 from nsight_advisor.engine.model import AnalysisResult, Outcome, severity_rank
-from nsight_advisor.engine.rules import Rule, load_rules
-from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from nsight_advisor.engine.rules import Rule
+
+# duckdb, the rule loader and the runner load on first use: a warm `analyze` that reuses a kept result
+# (nsight_advisor.result_cache) imports this package for its data classes only, and duckdb's import is
+# most of such a run's time.
 
 #: Columns of ``captures`` that reports may show (never paths or environment data).
 CAPTURE_COLUMNS = ("capture_id", "source_name", "format", "tool", "tool_version", "export_schema_version",
@@ -33,6 +36,10 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
     ``./pyproject.toml``; ``overrides`` are ``RULE.PARAM=VALUE`` strings. Bad rules or config raise
     RuleError/ConfigError before anything runs.
     """
+    from nsight_advisor.engine.config import apply_params, find_config, select_rules
+    from nsight_advisor.engine.rules import load_rules
+    from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S
+
     config = find_config(config_path)
     rules = load_rules([*config.rules_dirs, *map(Path, rules_dirs)], include_builtin=include_builtin)
     rules = apply_params(rules, config, overrides)
@@ -42,26 +49,35 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
 
 
 def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], rules: list[Rule], *,
-                       progress: bool = False, time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> AnalysisResult:
-    """Run already loaded ``rules`` over ``capture_ids``; one outcome per rule, findings ranked by impact."""
+                       progress: bool = False, time_limit_s: float | None = None) -> AnalysisResult:
+    """Run already loaded ``rules`` over ``capture_ids``; one outcome per rule, findings ranked by impact.
+
+    ``time_limit_s`` bounds each rule's query (default: the runner's DEFAULT_TIME_LIMIT_S).
+    """
     from nsight_advisor import __version__
+    from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
     from nsight_advisor.engine.summary import build_summary
+    from nsight_advisor.progress import Progress
+
+    time_limit_s = time_limit_s or DEFAULT_TIME_LIMIT_S
 
     captures = read_captures(con, capture_ids)
     disable_external_access(con)
     findings, outcomes = [], []
-    for n, rule in enumerate(rules, 1):
-        if progress:
-            print(f"[{n}/{len(rules)}] {rule.id} {rule.name}", file=sys.stderr)
-        started = time.monotonic()
-        results = [(c, run_rule_on_capture(con, rule, c, time_limit_s=time_limit_s)) for c in captures]
-        outcome = combine_outcomes(rule, results, len(captures))
-        outcome.elapsed_s = round(time.monotonic() - started, 4)
-        outcomes.append(outcome)
-        for _, res in results:
-            findings.extend(res.findings)
+    # One status line on a terminal, drawn only once the rules have taken over a second.
+    with Progress("rules", len(rules) + 1, enabled=progress) as bar:
+        for rule in rules:
+            started = time.monotonic()
+            results = [(c, run_rule_on_capture(con, rule, c, time_limit_s=time_limit_s)) for c in captures]
+            outcome = combine_outcomes(rule, results, len(captures))
+            outcome.elapsed_s = round(time.monotonic() - started, 4)
+            outcomes.append(outcome)
+            for _, res in results:
+                findings.extend(res.findings)
+            bar.step(f"{rule.id} {rule.name}")
+        summary = build_summary(con, list(capture_ids))
+        bar.step("summary")
     findings.sort(key=lambda f: (-f.impact_ns, -severity_rank(f.severity), f.rule_id, f.capture_id))
-    summary = build_summary(con, list(capture_ids))
     return AnalysisResult(tool={"name": "nsight-advisor", "version": __version__},
                           captures=[_public_capture(c) for c in captures], findings=findings, outcomes=outcomes,
                           summary=summary)

@@ -442,7 +442,8 @@ def rule_folders(directory: Path) -> list[Path]:
     if (directory / "rule.toml").is_file():
         return [directory]
     if not directory.is_dir():
-        raise RuleError(f"{directory}: no such rules folder; pass a folder of rule folders (each with rule.toml)")
+        what = "is a file, not a rules folder" if directory.exists() else "no such rules folder"
+        raise RuleError(f"{directory}: {what}; pass a folder of rule folders (each with rule.toml)")
     return sorted(p for p in directory.iterdir() if p.is_dir() and (p / "rule.toml").is_file())
 
 

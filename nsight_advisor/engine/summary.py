@@ -167,6 +167,10 @@ def _captures(con: duckdb.DuckDBPyConnection, busy: dict[int, dict[str, Any]]) -
         select capture_id, data, capture_option from capture_missing
         where capture_id in (select capture_id from _summary_ids) order by capture_id, data
     """)
+    notes = _rows(con, """
+        select capture_id, data, rows, note from ingest_notes
+        where capture_id in (select capture_id from _summary_ids) order by capture_id, data, note
+    """)
     for cap in caps:
         cid = int(cap["capture_id"])
         b = busy.get(cid)
@@ -182,6 +186,9 @@ def _captures(con: duckdb.DuckDBPyConnection, busy: dict[int, dict[str, Any]]) -
         cap["gpus"] = _group_gpus(own)[:MAX_GPUS_LISTED]
         cap["missing"] = [{"data": m["data"], "capture_option": m["capture_option"]}
                           for m in missing if m["capture_id"] == cid][:20]
+        # rows ingest dropped or repaired, and why (e.g. end < start): a report must say what it ignored
+        cap["ingest_notes"] = [{"data": n["data"], "rows": n["rows"], "note": n["note"]}
+                               for n in notes if n["capture_id"] == cid][:20]
     return caps
 
 

@@ -256,9 +256,10 @@ def _detect_decimal_comma(cells: Iterable[str]) -> bool:
 
 def _int(text: str) -> int | None:
     try:
-        return int(text.replace(",", "").strip())
+        value = int(text.replace(",", "").strip())
     except (ValueError, AttributeError):
         return None
+    return value if -(2**63) <= value < 2**63 else None  # not a number ncu prints: unreadable, not made up
 
 
 def _dims(text: str) -> tuple[int, int, int] | None:

@@ -19,6 +19,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from nsight_advisor.errors import InputError
 from nsight_advisor.schema.hardware import lookup_gpu
 
 
@@ -93,6 +94,10 @@ _INSERT_ORDER = ("capture_id", "kernel_id", "metric", "value", "unit", "text_val
 def write_capture(con: duckdb.DuckDBPyConnection, capture_id: int, cap: NcuCapture) -> None:
     """Insert ``cap`` as ``capture_id`` into captures, ncu_kernels, ncu_metrics, ncu_rule_results, gpus,
     capture_missing and ingest_notes."""
+    bad_id = next((k.kernel_id for k in cap.kernels if not -(2**31) <= k.kernel_id < 2**31), None)
+    if bad_id is not None:
+        raise InputError(f"{cap.path}: result ID {bad_id} is out of range (ncu numbers its results from 0); "
+                         "the file is damaged or not ncu output")
     metrics = pd.DataFrame(cap.metrics, columns=list(_INSERT_ORDER[1:]))
     before = len(metrics)
     metrics = metrics.drop_duplicates(subset=["kernel_id", "metric"], keep="first")
@@ -147,8 +152,22 @@ def _insert_df(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame) -> 
     name = f"_ncu_df_{table}"
     con.register(name, df)
     try:
-        cols = ", ".join(df.columns)
-        con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}")
+        types = dict(con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
+                                 "AND database_name = current_database() AND schema_name = 'main'", [table]).fetchall())
+        cols = list(df.columns)
+        ints = [c for c in cols if types.get(c) in ("INTEGER", "BIGINT", "SMALLINT")]
+        # A number that does not fit its column (a 2^40 grid in a 32-bit column) is stored as NULL and noted.
+        if ints:
+            lost = con.execute("SELECT " + ", ".join(f'count(*) FILTER (WHERE "{c}" IS NOT NULL AND '
+                                                     f'TRY_CAST("{c}" AS {types[c]}) IS NULL)' for c in ints)
+                               + f" FROM {name}").fetchone()
+            for c, n in zip(ints, lost):
+                if n and "capture_id" in df.columns:
+                    con.execute("INSERT INTO ingest_notes (capture_id, data, rows, note) VALUES (?, ?, ?, ?)",
+                                [int(df["capture_id"].iloc[0]), table, int(n),
+                                 f"{c} values out of range for a {types[c]} column stored as NULL"])
+        select = ", ".join(f'TRY_CAST("{c}" AS {types[c]})' if c in ints else f'"{c}"' for c in cols)
+        con.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {name}")
     finally:
         con.unregister(name)
 
@@ -162,7 +181,20 @@ def _num(m: dict[str, Any], *names: str) -> float | None:
 
 
 def _int(v: float | None) -> int | None:
-    return None if v is None else int(round(v))
+    if v is None or not math.isfinite(v):
+        return None
+    i = int(round(v))
+    return i if _INT64_MIN <= i <= _INT64_MAX else None
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _fits(v: Any) -> Any:
+    """``v`` unless it is an integer beyond 64 bits (a corrupt or hostile value), which becomes None."""
+    if isinstance(v, int) and not isinstance(v, bool) and not _INT64_MIN <= v <= _INT64_MAX:
+        return None
+    return v
 
 
 def _text(m: dict[str, Any], name: str) -> str | None:
@@ -213,6 +245,7 @@ def _insert_kernels(con, capture_id: int, cap: NcuCapture, lookup: dict[int, dic
             "stream_id": k.stream_id if k.stream_id is not None else _int(_num(m, "launch__stream_id")),
             "sections": ",".join(k.sections) if k.sections else None,
         })
+    rows = [{k: _fits(v) for k, v in row.items()} for row in rows]
     df = pd.DataFrame(rows, columns=[
         "capture_id", "kernel_id", "launch_id", "name", "short_name", "mangled_name", "grid_x", "grid_y", "grid_z",
         "block_x", "block_y", "block_z", "blocks", "threads_per_block", "registers_per_thread", "shared_mem_bytes",
@@ -283,7 +316,9 @@ def _insert_gpus(con, capture_id: int, cap: NcuCapture, lookup: dict[int, dict[s
                 "max_blocks_per_sm, max_threads_per_block, max_registers_per_sm, max_registers_per_block, "
                 "max_shared_mem_per_sm_bytes, max_shared_mem_per_block_bytes, threads_per_warp, peak_fp32_flops_per_s, "
                 "peak_fp16_tensor_flops_per_s, peak_tf32_tensor_flops_per_s, peak_fp8_tensor_flops_per_s")
-        con.executemany(f"INSERT INTO gpus ({cols}) VALUES ({', '.join('?' * 24)})", list(seen.values()))
+        # through _insert_df: a value that does not fit its column becomes NULL with a note, never a crash
+        _insert_df(con, "gpus", pd.DataFrame(list(seen.values()), columns=[c.strip() for c in cols.split(",")],
+                                             dtype=object))
 
 
 def _insert_rules(con, capture_id: int, cap: NcuCapture) -> None:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import importlib.util
+import shutil
 import sqlite3
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,9 +77,11 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     alias = f"nsys_src_{capture_id}"
     steps = ["gpus", "api_calls", "kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics", "captures"]
     load_sqlite_scanner(con)
+    source, private = _attachable(path)
     try:
-        con.execute(f"ATTACH '{_sql_str(str(path))}' AS {alias} (TYPE sqlite, READ_ONLY)")
+        con.execute(f"ATTACH '{_sql_str(str(source))}' AS {alias} (TYPE sqlite, READ_ONLY)")
     except duckdb.Error as exc:
+        _remove(private)
         raise InputError(f"{path}: cannot be opened as SQLite ({_first_line(exc)})") from None
     ing = _Ingest(con, capture_id, catalog, alias)
     saved = _bound_memory(con)
@@ -96,14 +100,17 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
         ing.cleanup()
         with contextlib.suppress(duckdb.Error):
             con.execute(f"DETACH {alias}")
+        _remove(private)
         for name, value in saved.items():
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"SET {name} = '{_sql_str(str(value))}'")
 
 
 #: Memory DuckDB may use while ingesting into an on-disk store; beyond it joins and sorts spill to disk,
-#: so peak memory stays flat however large the export is.
-INGEST_MEMORY_LIMIT = "2GB"
+#: so peak memory stays flat however large the export is. Measured on a 1M-kernel export: 2GB gave a
+#: 2.2 GB peak RSS (the NVTX depth windows fill it), 600MB a 0.85 GB peak for 30% more ingest time; the
+#: whole analyze must stay under 1 GB (docs/performance.md).
+INGEST_MEMORY_LIMIT = "600MB"
 
 
 def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -139,12 +146,13 @@ def read_catalog(path: Path) -> ExportCatalog:
     src.text_factory = lambda b: b.decode("utf-8", "replace")  # never crash on invalid UTF-8
     cat = ExportCatalog(path)
     try:
-        names = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
+        # Tables only: reading a view runs SQL stored in the file (one can loop forever); no nsys export has views.
+        names = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         if not any(n in names for n in _NSYS_MARKERS):
             raise InputError(f"{path}: SQLite database without Nsight Systems tables (no StringIds, TARGET_INFO_GPU "
                              f"or CUPTI_ACTIVITY_KIND_* tables); expected the output of `nsys export --type sqlite`")
         for name in names:
-            cat.tables[name] = [r[1] for r in src.execute(f'PRAGMA table_info("{name}")')]
+            cat.tables[name] = [r[0] for r in src.execute("SELECT name FROM pragma_table_info(?)", (name,))]
         for table in (KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC, NVTX, GPU_METRICS):
             if table in cat.tables:
                 cat.counts[table] = int(src.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
@@ -226,11 +234,15 @@ class _Ingest:
         except duckdb.InvalidInputException as exc:
             if "unicode" not in str(exc).lower():
                 raise
-            tables = [t for t in _TEXT_TABLES.get(step, ()) if t in self.cat.tables and t not in self.copied]
+            wanted = dict.fromkeys((*_TEXT_TABLES.get(step, ()), "StringIds"))  # every step reads the strings
+            tables = [t for t in wanted if t in self.cat.tables and t not in self.copied]
             if not tables:
                 raise
             for table in tables:
                 self.copy_leniently(table)
+            if "StringIds" in tables and step != "prepare":  # resolved before the copy: resolve again
+                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {self.strings()} AS "
+                                 f"SELECT id, value FROM {self.t('StringIds')}")
             self.run(step)
 
     def copy_leniently(self, table: str) -> None:
@@ -239,14 +251,25 @@ class _Ingest:
 
         name = f"{self.tmp}_copy_{len(self.copied)}"
         cols = self.cat.tables[table]
-        types = {r[1]: (r[2] or "").upper() for r in _sqlite_rows(self.cat.path, f'PRAGMA table_info("{table}")')}
+        types = {r[0]: (r[1] or "").upper()
+                 for r in _sqlite_rows(self.cat.path, "SELECT name, type FROM pragma_table_info(?)", (table,))}
         schema = pa.schema([(c, pa.int64() if "INT" in types[c] else pa.float64() if types[c] in ("REAL", "FLOAT", "DOUBLE")
                              else pa.string()) for c in cols])
         created = False
         src = sqlite3.connect(f"file:{_uri_path(self.cat.path)}?mode=ro&immutable=1", uri=True)
-        src.text_factory = lambda b: b.decode("utf-8", "replace")
+        replaced = 0
+
+        def decode(raw: bytes) -> str:
+            nonlocal replaced
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                replaced += 1
+                return raw.decode("utf-8", "replace")
+
+        src.text_factory = decode
         try:
-            cur = src.execute(f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{table}"')
+            cur = src.execute(f'SELECT {", ".join(_quote(c) for c in cols)} FROM {_quote(table)}')
             while True:
                 rows = cur.fetchmany(100_000)
                 if not rows and created:
@@ -268,6 +291,7 @@ class _Ingest:
         finally:
             src.close()
         self.copied[table] = name
+        self.note(table, replaced, f"text values in {table} that were not valid UTF-8: invalid bytes shown as U+FFFD")
 
     def col(self, table: str, column: str, alias: str, default: str = "NULL") -> str:
         return f'{alias}."{column}"' if self.cat.has(table, column) else default
@@ -285,7 +309,7 @@ class _Ingest:
     def dropped_note(self, table: str, source: str) -> None:
         total = self.cat.counts.get(source, 0)
         self.note(table, total - self.inserted(table),
-                  f"dropped {source} rows with a NULL start/end or end < start")
+                  f"dropped {source} rows with a NULL start/end, end < start, or a duration beyond 64 bits")
 
     def strings(self) -> str:
         return f"{self.tmp}_strings"
@@ -314,7 +338,8 @@ class _Ingest:
                 self.con.execute(f"DROP TABLE IF EXISTS {name}")
 
     def _valid(self, a: str) -> str:
-        return f'{a}.start IS NOT NULL AND {a}."end" IS NOT NULL AND {a}."end" >= {a}.start'
+        return (f'{a}.start IS NOT NULL AND {a}."end" IS NOT NULL AND {a}."end" >= {a}.start '
+                f'AND TRY_CAST({a}."end"::HUGEINT - {a}.start AS BIGINT) IS NOT NULL')
 
     # tables --------------------------------------------------------------------------------------
     def gpus(self) -> None:
@@ -421,9 +446,10 @@ class _Ingest:
                        {_I32.format(col=c('streamId'))} AS stream_id,
                        {_PID.format(col=c('globalPid'))} AS pid, {c('correlationId')} AS correlation_id,
                        k.start, k."end", {c('demangledName')} AS dn, {c('shortName')} AS sn, {c('mangledName')} AS mn,
-                       {c('gridX')} AS gx, {c('gridY')} AS gy, {c('gridZ')} AS gz,
-                       {c('blockX')} AS bx, {c('blockY')} AS by_, {c('blockZ')} AS bz,
-                       {c('registersPerThread')} AS regs, {static} AS smem_static, {dynamic} AS smem_dynamic,
+                       {_I32.format(col=c('gridX'))} AS gx, {_I32.format(col=c('gridY'))} AS gy,
+                       {_I32.format(col=c('gridZ'))} AS gz, {_I32.format(col=c('blockX'))} AS bx,
+                       {_I32.format(col=c('blockY'))} AS by_, {_I32.format(col=c('blockZ'))} AS bz,
+                       {_I32.format(col=c('registersPerThread'))} AS regs, {static} AS smem_static, {dynamic} AS smem_dynamic,
                        {c('localMemoryPerThread')} AS local_mem, {c('launchType')} AS launch_type,
                        {c('graphNodeId')} AS graph_node_id, {c('graphId')} AS graph_id
                 FROM {self.t(KERNEL)} k
@@ -433,8 +459,10 @@ class _Ingest:
                    src.start, src."end", src."end" - src.start,
                    coalesce(d.value, s.value), s.value, m.value,
                    src.gx, src.gy, src.gz, src.bx, src.by_, src.bz,
-                   src.gx::BIGINT * src.gy * src.gz, src.bx * src.by_ * src.bz,
-                   src.regs, src.smem_static, src.smem_dynamic, src.smem_static + src.smem_dynamic, src.local_mem,
+                   TRY_CAST(src.gx::HUGEINT * src.gy * src.gz AS BIGINT),
+                   TRY_CAST(src.bx::HUGEINT * src.by_ * src.bz AS INTEGER),
+                   src.regs, src.smem_static, src.smem_dynamic,
+                   TRY_CAST(src.smem_static::HUGEINT + src.smem_dynamic AS BIGINT), src.local_mem,
                    lt.word, src.graph_node_id, src.graph_id
             FROM src
             LEFT JOIN {self.strings()} d ON d.id = src.dn
@@ -634,12 +662,40 @@ def _lenient(value, type_):
     return int(value) if type_ == pa.int64() else float(value)
 
 
-def _sqlite_rows(path: Path, sql: str) -> list[tuple]:
+def _sqlite_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
     src = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True)
     try:
-        return src.execute(sql).fetchall()
+        return src.execute(sql, params).fetchall()
     finally:
         src.close()
+
+
+def _attachable(path: Path) -> tuple[Path, Path | None]:
+    """The file to attach: ``path`` itself, or a copy in a private temporary folder when it is in WAL mode.
+
+    SQLite creates -wal and -shm files beside a WAL-mode database even to read it (the header's bytes 18-19
+    are 2); the input's folder must stay exactly as it was, so such an export is read from a copy.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(20)
+    if head[18:20] != b"\x02\x02":
+        return path, None
+    folder = Path(tempfile.mkdtemp(prefix="nsight-advisor-wal-"))
+    copy = folder / "export.sqlite"
+    shutil.copyfile(path, copy)
+    wal = Path(f"{path}-wal")
+    if wal.is_file():
+        shutil.copyfile(wal, Path(f"{copy}-wal"))
+    return copy, folder
+
+
+def _remove(folder: Path | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _sql_str(text: str) -> str:

@@ -86,6 +86,8 @@ def _capture_view(cap: dict[str, Any]) -> dict[str, Any]:
         "missing": [{"data": clip(m.get("data"), 100), "capture_option": clip(m.get("capture_option"), 160)}
                     for m in (cap.get("missing") or [])[:12]],
         "missing_total": len(cap.get("missing") or []),
+        "notes": [{"data": clip(n.get("data"), 100), "rows": n.get("rows"), "note": clip(n.get("note"), 300)}
+                  for n in (cap.get("ingest_notes") or [])[:12]],
     }
 
 
@@ -97,6 +99,30 @@ def _captures(r: dict[str, Any]) -> list[dict[str, Any]]:
     for c in (r["summary"].get("captures") or []):
         by_id.setdefault(c.get("capture_id"), {}).update({k: v for k, v in c.items() if v is not None})
     return list(by_id.values())
+
+
+def _combined_view(combined: Any) -> dict[str, Any] | None:
+    """Display strings for the view across captures (``summary["combined"]``); None for a single capture."""
+    if not isinstance(combined, dict) or not combined.get("captures"):
+        return None
+    count = combined.get("capture_count") or len(combined["captures"])
+    names = {c.get("capture_id"): clip(c.get("source_name") or f"capture {c.get('capture_id')}", 80)
+             for c in combined["captures"]}
+    slow = combined.get("slowest") or {}
+    busy = combined.get("least_busy") or {}
+    shared = [m for m in combined.get("findings") or [] if len(m.get("capture_ids") or []) > 1][:20]
+    return {
+        "count": count,
+        "slowest": names.get(slow.get("capture_id")) if slow else None,
+        "slowest_wall": fmt_ns(slow.get("wall_ns")),
+        "behind": fmt_ns(slow.get("behind_fastest_ns")) if slow.get("behind_fastest_ns") else None,
+        "behind_pct": fmt_pct(slow.get("behind_fastest_pct"), 0),
+        "least_busy": names.get(busy.get("capture_id")) if busy.get("gpu_busy_pct") is not None else None,
+        "least_busy_pct": fmt_pct(busy.get("gpu_busy_pct"), 0),
+        "shared": [{"title": clip(m.get("title"), 200), "rule": f"{m.get('rule_id')} {m.get('rule_name')}",
+                    "captures": f"{len(m['capture_ids'])} of {count}", "impact": fmt_ns(m.get("impact_ns_total")),
+                    "worst": names.get(m.get("worst_capture_id"), "")} for m in shared],
+    }
 
 
 def _render(result: Any, limits: Limits) -> str:
@@ -147,6 +173,7 @@ def _render(result: Any, limits: Limits) -> str:
 
     template = _environment().get_template("report.html.j2")
     return template.render(
+        combined=_combined_view(summary.get("combined")),
         r=r, css=css, script=script, csp=content_security_policy(css, script), title=title, headline=headline,
         captures=capture_views, captures_left_out=max(0, len(caps) - MAX_CAPTURES_SHOWN),
         header_captures=capture_views[:4], header_captures_left_out=max(0, len(capture_views) - 4),

@@ -78,6 +78,7 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
     if len(r["captures"]) > 12:
         out.append(f"- … and {len(r['captures']) - 12} more captures")
     out.append("")
+    out.extend(_combined(r["summary"].get("combined")))
     if r["findings"]:
         out.append("| severity | finding | impact | of wall | rule |")
         out.append("|---|---|--:|--:|---|")
@@ -111,6 +112,36 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
         out.append("_Evidence tables were shortened to fit a pull-request comment (65,536 characters); "
                    "`--format json` has every row._")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _combined(c: Any) -> list[str]:
+    """The view across captures (slowest capture, findings several captures share); nothing for one capture."""
+    if not isinstance(c, dict) or not c.get("captures"):
+        return []
+    count = c.get("capture_count") or len(c["captures"])
+    names = {x.get("capture_id"): md_escape(clip(x.get("source_name") or f"capture {x.get('capture_id')}", 80))
+             for x in c["captures"]}
+    out = [f"### Across {count} captures", ""]
+    slow = c.get("slowest") or {}
+    if slow:
+        line = f"- Slowest: **{names.get(slow.get('capture_id'), '?')}**, wall {fmt_ns(slow.get('wall_ns'))}"
+        if slow.get("behind_fastest_ns"):
+            line += (f", {fmt_ns(slow['behind_fastest_ns'])} ({fmt_pct(slow.get('behind_fastest_pct'), 0)}) "
+                     "behind the fastest")
+        out.append(line)
+    busy = c.get("least_busy") or {}
+    if busy.get("gpu_busy_pct") is not None:
+        out.append(f"- GPUs least busy: **{names.get(busy.get('capture_id'), '?')}** "
+                   f"({fmt_pct(busy['gpu_busy_pct'], 0)} busy)")
+    shared = [m for m in c.get("findings") or [] if len(m.get("capture_ids") or []) > 1][:20]
+    if shared:
+        out += ["", "| finding in several captures | captures | impact, total | worst in |", "|---|--:|--:|---|"]
+        for m in shared:
+            out.append(f"| {md_escape(clip(m.get('title'), 200))} (`{md_code(m.get('rule_id'))}`) "
+                       f"| {len(m['capture_ids'])} of {count} | {fmt_ns(m.get('impact_ns_total'))} "
+                       f"| {names.get(m.get('worst_capture_id'), '')} |")
+    out.append("")
+    return out
 
 
 def _finding(f: dict[str, Any]) -> list[str]:

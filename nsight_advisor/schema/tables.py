@@ -12,8 +12,10 @@ Conventions (they hold for every table):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import duckdb
+if TYPE_CHECKING:  # the rule loader reads table names without loading duckdb (fast warm `analyze`)
+    import duckdb
 
 
 @dataclass(frozen=True)
@@ -324,12 +326,28 @@ def _quote(text: str) -> str:
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create every normalized table (if absent) with table and column comments."""
+    # One batch in one transaction: a statement per column comment each committing cost 0.3 s per store.
+    statements = []
     for table in TABLES:
         cols = ", ".join(f"{c.name} {c.type}" for c in table.columns)
-        con.execute(f"CREATE TABLE IF NOT EXISTS {table.name} ({cols})")
-        con.execute(f"COMMENT ON TABLE {table.name} IS {_quote(table.doc)}")
-        for c in table.columns:
-            con.execute(f"COMMENT ON COLUMN {table.name}.{c.name} IS {_quote(c.doc)}")
+        statements.append(f"CREATE TABLE IF NOT EXISTS {table.name} ({cols})")
+        statements.append(f"COMMENT ON TABLE {table.name} IS {_quote(table.doc)}")
+        statements.extend(f"COMMENT ON COLUMN {table.name}.{c.name} IS {_quote(c.doc)}" for c in table.columns)
+    import duckdb
+
+    try:
+        con.execute("BEGIN TRANSACTION")
+        own = True
+    except duckdb.TransactionException:  # the caller's transaction is open: run inside it
+        own = False
+    try:
+        con.execute(";\n".join(statements))
+        if own:
+            con.execute("COMMIT")
+    except BaseException:
+        if own:
+            con.execute("ROLLBACK")
+        raise
     from nsight_advisor.schema.views import create_views
 
     create_views(con)
