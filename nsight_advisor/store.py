@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -39,20 +39,19 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -
 
 
 @contextlib.contextmanager
-def atomic_store(path: str | os.PathLike) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Yield a connection to a temporary copy of the store at ``path``; rename it into place on success.
+def atomic_store(path: str | os.PathLike, *, fresh: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Yield a connection to a temporary store beside ``path``; rename it over ``path`` on success.
 
-    An existing store at ``path`` is copied first, so captures can be added to it. On any error the
-    temporary file is removed and the store at ``path`` is left exactly as it was.
+    The temporary store starts as a copy of the store at ``path`` (so captures can be added to it), or empty
+    with ``fresh=True``. On any error the temporary file is removed and the store at ``path`` is left exactly
+    as it was. Temporary files are named ``.NAME.build-PID-RANDOM.tmp`` so that the leftovers of a killed
+    process can be recognised and removed (``store_cache.remove_dead_temp_files``).
     """
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    tmp.unlink()  # DuckDB wants to create the file itself
+    tmp = target.with_name(f".{target.name}.build-{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
-        if target.exists():
+        if target.exists() and not fresh:
             _copy_store(target, tmp)
         con = connect(tmp)
         try:

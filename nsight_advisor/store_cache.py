@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import secrets
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
@@ -193,23 +192,11 @@ def build_store(target: Path, fill: Callable[[duckdb.DuckDBPyConnection], None])
     Call under :func:`build_lock`. Readers holding the old store open keep reading the old file; on any
     error the temporary file is removed and ``target`` is left as it was.
     """
-    from nsight_advisor.store import connect
+    from nsight_advisor.store import atomic_store
 
-    target.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_temp_files(target)
-    tmp = target.with_name(f".{target.name}.build-{os.getpid()}-{secrets.token_hex(4)}{_TMP_SUFFIX}")
-    try:
-        con = connect(tmp)
-        try:
-            fill(con)
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        os.replace(tmp, target)
-    finally:
-        for leftover in (tmp, Path(f"{tmp}.wal")):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+    with atomic_store(target, fresh=True) as con:
+        fill(con)
 
 
 def remove_dead_temp_files(target: Path) -> None:
