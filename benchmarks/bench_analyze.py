@@ -14,7 +14,9 @@ largest resident set, from getrusage(RUSAGE_CHILDREN) of a wrapper that waits fo
 * ``sqlite scan``: SQLite itself aggregating every column our ingest reads, over the same tables
   (``bench_ingest.SCAN_COLUMNS``, in C: the floor for any reader); best of two after a warm-up;
 * ``nsys stats``: gpukernsum, cudaapisum and gpumemtimesum, when ``nsys`` is on PATH;
-* ``cold``: ``nsight-advisor analyze EXPORT --no-cache -o report.html`` with an empty cache;
+* ``cold``: ``nsight-advisor analyze EXPORT --no-cache -o report.html`` with an empty cache (its store
+  leaves out the tables no rule reads: NVTX ranges and GPU metrics, see ``capture_deferred``);
+* ``ingest``: ``nsight-advisor ingest EXPORT --store S``: every table, NVTX ranges with their depth included;
 * ``warm``: the same command again without --no-cache (the cached store is reused): best of three;
 * ``rules + HTML on the cached store``: every rule and the render again on the cached store (what a warm
   run costs when rules or settings changed, so that the kept result cannot be reused);
@@ -143,6 +145,12 @@ def analyze_runs(path: Path, work: Path, profile: bool, rerun: bool = True) -> d
     env = {"NSIGHT_ADVISOR_CACHE": str(cache)}
     base = [sys.executable, "-m", "nsight_advisor", "analyze", str(path), "-o", str(report), "--quiet"]
     cold = measure(base + ["--no-cache"], env)
+    # Every table, NVTX included (analyze leaves out what no rule reads): the foundation's ingest target.
+    full = work / "full.duckdb"
+    ingest = measure([sys.executable, "-m", "nsight_advisor", "ingest", str(path), "--store", str(full), "--quiet"],
+                     env)
+    ingest["store_bytes"] = full.stat().st_size if full.exists() else None
+    full.unlink(missing_ok=True)
     warm_runs = [measure(base, env) for _ in range(3)]
     warm = min(warm_runs, key=lambda r: r["wall_s"])
     warm["peak_rss_mb"] = max(r["peak_rss_mb"] for r in warm_runs)
@@ -150,7 +158,7 @@ def analyze_runs(path: Path, work: Path, profile: bool, rerun: bool = True) -> d
     if rerun:
         rerun_run = measure([sys.executable, "-c", _RULES_ON_CACHED_STORE, str(path), str(work / "rerun.html")], env)
         (work / "rerun.html").unlink(missing_ok=True)
-    out = {"cold": cold, "warm": warm, "rerun": rerun_run, "html_bytes": report.stat().st_size if report.exists() else None,
+    out = {"cold": cold, "ingest": ingest, "warm": warm, "rerun": rerun_run, "html_bytes": report.stat().st_size if report.exists() else None,
            "store_bytes": sum(p.stat().st_size for p in cache.glob("*.duckdb"))}
     # Kept: the stores and the kept results with their rendered reports; anything else (a lock, a temporary
     # build, a worker's folder, a spill folder) is a leftover.
@@ -247,9 +255,10 @@ def _ratio(a: float | None, b: float | None) -> str:
 def table(rows: list[dict]) -> str:
     """The markdown table of results: wall seconds, with CPU seconds (user + sys) in parentheses."""
     head = ("| kernels | export | activity rows | SQLite scan s | nsys stats s | cold analyze s | cold / nsys stats "
-            "| cold / SQLite scan | warm analyze s | rules + HTML on the cached store s | peak RSS MB: nsys / cold / warm "
+            "| cold / SQLite scan | full ingest s | ingest / SQLite scan | warm analyze s "
+            "| rules + HTML on the cached store s | peak RSS MB: nsys / cold / ingest / warm "
             "| HTML | store | temp files left |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         sq, n, cold, warm = r["sqlite"], r["nsys"], r["cold"], r["warm"]
@@ -257,6 +266,8 @@ def table(rows: list[dict]) -> str:
         nsys_s, nsys_cpu = (n["wall_s"], n["cpu_s"]) if ok_n else (None, None)
         cold_s, cold_cpu = (cold["wall_s"], cold["cpu_s"]) if cold["rc"] == 0 else (None, None)
         warm_s, warm_cpu = (warm["wall_s"], warm["cpu_s"]) if warm["rc"] == 0 else (None, None)
+        ing = r.get("ingest") or {"rc": 1, "peak_rss_mb": 0}
+        ing_s, ing_cpu = (ing["wall_s"], ing["cpu_s"]) if ing["rc"] == 0 else (None, None)
         rr = r.get("rerun") or {"rc": 1}
         rerun_s, rerun_cpu = (rr["wall_s"], rr["cpu_s"]) if rr["rc"] == 0 else (None, None)
         nsys_cell = f"{_s(nsys_s)} ({_s(nsys_cpu)})" if n else "not installed"
@@ -265,8 +276,11 @@ def table(rows: list[dict]) -> str:
             f"| {r['kernels']:,} | {r['export_bytes'] / 2**20:,.0f} MB | {r['activity_rows']:,} "
             f"| {_s(sq['scan_s'])} ({_s(sq['scan_cpu_s'])}) | {nsys_cell} | {_s(cold_s)} ({_s(cold_cpu)}) "
             f"| {_ratio(cold_s, nsys_s)} ({_ratio(cold_cpu, nsys_cpu)}) "
-            f"| {_ratio(cold_s, sq['scan_s'])} ({_ratio(cold_cpu, sq['scan_cpu_s'])}) | {_s(warm_s)} ({_s(warm_cpu)}) "
-            f"| {_s(rerun_s)} ({_s(rerun_cpu)}) | {n['peak_rss_mb'] if ok_n else 0:.0f} / {cold['peak_rss_mb']:.0f} / {warm['peak_rss_mb']:.0f} "
+            f"| {_ratio(cold_s, sq['scan_s'])} ({_ratio(cold_cpu, sq['scan_cpu_s'])}) "
+            f"| {_s(ing_s)} ({_s(ing_cpu)}) | {_ratio(ing_s, sq['scan_s'])} ({_ratio(ing_cpu, sq['scan_cpu_s'])}) "
+            f"| {_s(warm_s)} ({_s(warm_cpu)}) "
+            f"| {_s(rerun_s)} ({_s(rerun_cpu)}) | {n['peak_rss_mb'] if ok_n else 0:.0f} / {cold['peak_rss_mb']:.0f} "
+            f"/ {ing['peak_rss_mb']:.0f} / {warm['peak_rss_mb']:.0f} "
             f"| {(r['html_bytes'] or 0) / 2**20:.2f} MB | {r['store_bytes'] / 2**20:,.0f} MB "
             f"| {', '.join(left) if left else 'none'} |"
         )
@@ -314,7 +328,7 @@ def main() -> None:
         row["temp_left"] = new_temp_entries(before)
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
-        for key in ("cold", "warm", "rerun"):
+        for key in ("cold", "ingest", "warm", "rerun"):
             if row[key] is not None and row[key]["rc"] != 0:
                 print(f"  {key} analyze failed (exit {row[key]['rc']}): {row[key].get('stderr', '')}", flush=True)
         if row.get("profile"):

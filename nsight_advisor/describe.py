@@ -60,10 +60,13 @@ def describe(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict
             "SELECT data, reason, capture_option FROM capture_missing WHERE capture_id = ? ORDER BY data", [cid]).fetchall()]
         notes = [{"data": d, "rows": n, "note": t} for d, n, t in con.execute(
             "SELECT data, rows, note FROM ingest_notes WHERE capture_id = ? ORDER BY data", [cid]).fetchall()]
+        deferred = [d for (d,) in con.execute(
+            "SELECT data FROM capture_deferred WHERE capture_id = ? ORDER BY data", [cid]).fetchall()]
         entry = {
             "capture_id": cid, "source_path": path, "source_name": name, "format": fmt, "tool": tool,
             "tool_version": version, "export_schema_version": schema, "start_ns": start, "end_ns": end,
             "duration_ns": duration, "gpus": gpus, "rows": rows, "missing": missing, "ingest_notes": notes,
+            "deferred": deferred,
         }
         section = TOOL_SECTIONS.get(tool)
         if section is not None:
@@ -122,4 +125,7 @@ def format_description(desc: dict) -> str:
                 out.append(f"    {m['data']}: {m['reason']} -> {m['capture_option']}")
         for n in cap.get("ingest_notes", []):
             out.append(f"  note: {n['data']}: {n['note']} ({n['rows']:,} rows)")
+        for d in cap.get("deferred", []):
+            out.append(f"  not loaded: {d} (this store was built for analyze, whose rules do not read it; "
+                       f"`nsight-advisor ingest` loads everything)")
     return "\n".join(out) + "\n"

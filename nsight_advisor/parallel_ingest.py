@@ -18,7 +18,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 import duckdb
 
@@ -40,24 +40,24 @@ def usable_cores() -> int:
 
 
 def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *, work_dir: Path,
-                progress: bool = False, max_workers: int | None = None) -> None:
+                progress: bool = False, max_workers: int | None = None, defer: Collection[str] = ()) -> None:
     """Ingest every ``(capture_id, path)`` into the store behind ``con``, in parallel when there are cores.
 
     The first capture is ingested in this process, straight into the store, while worker processes
     ingest the others into temporary stores in ``work_dir`` (on the store's file system, since they can
     be as large as the captures); those are merged in capture-id order and removed before this
-    returns, whatever happens.
+    returns, whatever happens. ``defer``: tables the caller will not read (see ``ingest_capture``).
     """
     from nsight_advisor.ingest import ingest_capture, ingest_captures
 
     items = [(cid, Path(p)) for cid, p in items]
     workers = min(len(items), max_workers or usable_cores())
     if workers <= 1:
-        ingest_captures(con, items, progress=progress)
+        ingest_captures(con, items, progress=progress, defer=defer)
         return
     threads = max(1, usable_cores() // workers)
     tmp_dir = Path(tempfile.mkdtemp(prefix=".nsight-advisor-ingest-", dir=work_dir))
-    pool = _WorkerPool(workers - 1, threads)
+    pool = _WorkerPool(workers - 1, threads, defer)
     try:
         with Progress(f"ingest {len(items)} captures", 2 * len(items) - 1, enabled=progress) as bar:
             jobs = [(cid, path, tmp_dir / f"capture-{cid}.duckdb") for cid, path in items[1:]]
@@ -66,7 +66,7 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
             saved = con.execute("SELECT current_setting('threads')").fetchone()[0]
             con.execute(f"SET threads = {threads}")
             try:
-                ingest_capture(con, first_id, first_path, progress=False)
+                ingest_capture(con, first_id, first_path, progress=False, defer=defer)
             finally:
                 con.execute(f"SET threads = {int(saved)}")
             bar.step(f"ingested {first_path.name}")
@@ -92,8 +92,9 @@ class _WorkerPool:
     that call the library without a main guard.
     """
 
-    def __init__(self, size: int, threads: int) -> None:
+    def __init__(self, size: int, threads: int, defer: Collection[str] = ()) -> None:
         self.threads = threads
+        self.defer = ",".join(sorted(defer))
         self.env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parent.parent)
         self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, self.env.get("PYTHONPATH")]))
@@ -108,7 +109,7 @@ class _WorkerPool:
     def _run(self, job: tuple[int, Path, Path]) -> None:
         cid, path, out = job
         cmd = [sys.executable, "-m", "nsight_advisor.parallel_ingest", str(cid), str(path), str(out),
-               str(self.threads)]
+               str(self.threads), self.defer]
         with self.lock:
             if self.failed.is_set():
                 raise RuntimeError("ingest cancelled")
@@ -141,11 +142,12 @@ def _worker_main(argv: list[str]) -> int:
     from nsight_advisor.ingest import ingest_capture
 
     capture_id, path, out, threads = int(argv[0]), Path(argv[1]), Path(argv[2]), int(argv[3])
+    defer = [t for t in (argv[4] if len(argv) > 4 else "").split(",") if t]
     try:
         con = connect(out)
         try:
             con.execute(f"SET threads = {threads}")
-            ingest_capture(con, capture_id, path, progress=False)
+            ingest_capture(con, capture_id, path, progress=False, defer=defer)
             con.execute("CHECKPOINT")
         finally:
             con.close()

@@ -14,7 +14,7 @@ import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
 
 from nsight_advisor import SCHEMA_VERSION
 from nsight_advisor.errors import InputError
@@ -62,8 +62,12 @@ def cached_store_path(paths: Sequence[Path]) -> Path:
     return cache_dir() / f"{cache_key(paths)}{STORE_SUFFIX}"
 
 
-def open_if_current(store_path: Path, paths: Sequence[Path], *, keyed: bool) -> duckdb.DuckDBPyConnection | None:
+def open_if_current(store_path: Path, paths: Sequence[Path], *, keyed: bool,
+                    may_lack: Collection[str] = ()) -> duckdb.DuckDBPyConnection | None:
     """A read-only connection to the store at ``store_path`` when it already holds these inputs, else None.
+
+    ``may_lack``: tables the caller will not read; a store whose ingest deferred any other table (see
+    ``capture_deferred``) is not current for this caller.
 
     ``keyed``: the store's file name is :func:`cache_key` of the inputs, which already encodes their size,
     mtime and our schema version, so one capture count suffices (the warm path stays one query). Any
@@ -84,6 +88,8 @@ def open_if_current(store_path: Path, paths: Sequence[Path], *, keyed: bool) -> 
             ok = con.execute("SELECT count(*) FROM captures").fetchone()[0] == len(paths)
         else:
             ok = _holds_exactly(con, paths) and _schema_is_current(con)
+        ok = ok and not con.execute("SELECT count(*) FROM capture_deferred WHERE NOT list_contains($ok::VARCHAR[], data)",
+                                    {"ok": sorted(may_lack)}).fetchone()[0]
     except duckdb.Error:
         ok = False
     if not ok:

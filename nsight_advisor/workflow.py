@@ -98,20 +98,34 @@ def _plan(paths: Sequence[Path], store_path: Path | None) -> _Plan:
     return _Plan(target, resolved, False, Path(store_path))
 
 
-def _load(plan: _Plan, *, use_cache: bool, progress: bool) -> tuple[duckdb.DuckDBPyConnection, list[int], Path]:
+def _load(plan: _Plan, *, use_cache: bool, progress: bool,
+          unread: frozenset[str] = frozenset()) -> tuple[duckdb.DuckDBPyConnection, list[int], Path]:
+    """Open or build the store of ``plan``.
+
+    ``unread``: tables the caller will not read. A cache store is then built without them (an ingest may
+    defer them, see ``capture_deferred``), and a cache store that lacks a table the caller reads is rebuilt
+    in full. A store the user named with ``--store`` is always complete.
+    """
     target, resolved = plan.target, plan.inputs
     if resolved is None:
         return (*_open(target), target)
-    con = store_cache.open_if_current(target, resolved, keyed=plan.keyed) if use_cache else None
+    defer = unread if plan.keyed else frozenset()
+
+    def current():
+        if not use_cache:
+            return None
+        return store_cache.open_if_current(target, resolved, keyed=plan.keyed, may_lack=defer)
+
+    con = current()
     if con is None:
         with store_cache.build_lock(target, progress=progress):
             # Another process may have built it while we waited for the lock.
-            con = store_cache.open_if_current(target, resolved, keyed=plan.keyed) if use_cache else None
+            con = current()
             if con is None:
                 if not store_cache.store_owned_by(target, resolved):
                     raise InputError(f"{plan.given}: holds other captures or is not a store; give a new --store "
                                      f"path, or analyze that store by itself")
-                _ingest_fresh(resolved, target, progress)
+                _ingest_fresh(resolved, target, progress, defer)
                 if plan.keyed:
                     for stale in store_cache.remove_stale_versions(target):
                         result_cache.forget_store(stale)
@@ -137,13 +151,14 @@ def _capture_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
     return [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY capture_id").fetchall()]
 
 
-def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool) -> None:
+def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer: frozenset[str] = frozenset()) -> None:
     """Build a new store holding ``paths`` (capture ids 1..n) and rename it over ``store_path``."""
     from nsight_advisor.parallel_ingest import ingest_many
 
     items = list(zip(range(1, len(paths) + 1), paths))
     store_cache.build_store(
-        store_path, lambda con: ingest_many(con, items, work_dir=store_path.parent, progress=progress))
+        store_path,
+        lambda con: ingest_many(con, items, work_dir=store_path.parent, progress=progress, defer=defer))
 
 
 #: DuckDB memory for the rules and the summary; beyond it DuckDB evicts cached blocks and spills, so the
@@ -181,7 +196,7 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
             result_cache.result_key(plan.target, list(range(1, len(plan.inputs) + 1)), **settings))
         if cached is not None:
             return cached
-    con, ids, store = _load(plan, use_cache=use_cache, progress=progress)
+    con, ids, store = _load(plan, use_cache=use_cache, progress=progress, unread=_unread_by_rules(settings))
     try:
         key = result_cache.result_key(store, ids, **settings)
         cached = result_cache.read_result(key) if use_cache else None
@@ -196,6 +211,22 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
         result.summary["combined"] = combined
     result_cache.write_result(key, result)
     return result
+
+
+def _unread_by_rules(settings: dict) -> frozenset[str]:
+    """Deferrable tables that no rule an analysis with ``settings`` could run reads (by name in its SQL).
+
+    Selection is ignored on purpose (a rule left out now may be selected on the cached store later), and so
+    is anything that stops the rules from loading: the analysis reports that itself, on a complete store.
+    """
+    from nsight_advisor.engine import rules_reading
+    from nsight_advisor.ingest.nsys_sqlite import DEFERRABLE
+
+    try:
+        read = rules_reading(DEFERRABLE, rules_dirs=settings["rules_dirs"], config_path=settings["config_path"])
+    except Exception:  # noqa: BLE001 - a broken rule or config is reported by the analysis itself
+        return frozenset()
+    return frozenset(DEFERRABLE) - read
 
 
 def format_from_suffix(output: Path | None) -> str:

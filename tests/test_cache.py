@@ -308,3 +308,71 @@ def test_result_key_follows_the_package_and_rule_files(cache, capture, tmp_path,
     key = result_cache.result_key(store, ids, rules_dirs=[rules])
     (rules / "rule.toml").write_text("id = 'X'\n")
     assert result_cache.result_key(store, ids, rules_dirs=[rules]) != key
+
+
+# --- tables analyze defers --------------------------------------------------------------------------------
+
+WITH_NVTX = TRACES / "nsys" / "fuser_h200_matmul.sqlite"
+
+
+def _nvtx_state(store: Path) -> tuple[int, list[str], int]:
+    from nsight_advisor.store import connect
+
+    con = connect(store, read_only=True)
+    try:
+        rows = con.execute("SELECT count(*) FROM nvtx_ranges").fetchone()[0]
+        deferred = [d for (d,) in con.execute("SELECT data FROM capture_deferred ORDER BY data").fetchall()]
+        duration = con.execute("SELECT duration_ns FROM captures").fetchone()[0]
+    finally:
+        con.close()
+    return rows, deferred, duration
+
+
+def test_analyze_defers_tables_no_rule_reads_and_query_completes_the_store(cache, tmp_path):
+    if not WITH_NVTX.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    full = tmp_path / "full.duckdb"
+    workflow.ingest_to_store([WITH_NVTX], full)
+    full_rows, full_deferred, full_duration = _nvtx_state(full)
+    assert full_rows == 652 and full_deferred == []
+
+    workflow.analyze([WITH_NVTX])
+    (store,) = _stores(cache)
+    rows, deferred, duration = _nvtx_state(store)
+    assert (rows, deferred) == (0, ["nvtx_ranges"])  # no GPU metrics table: gpu_metrics is missing, not deferred
+    assert duration == full_duration, "the capture span still covers the deferred NVTX ranges"
+    assert "not loaded: nvtx_ranges" in workflow.info(store)
+
+    # A command that may read the deferred table rebuilds the cached store in full, once.
+    out = workflow.query(WITH_NVTX, "SELECT count(*) AS n FROM nvtx_ranges", "json")
+    assert json.loads(out) == [{"n": full_rows}]
+    assert _nvtx_state(store) == (full_rows, [], full_duration)
+    # ... and analyze is content with the complete store.
+    before = store.stat().st_mtime_ns
+    workflow.analyze([WITH_NVTX], use_cache=True)
+    assert store.stat().st_mtime_ns == before
+
+
+def test_a_rule_that_reads_nvtx_gets_it_loaded(cache, tmp_path):
+    if not WITH_NVTX.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    from nsight_advisor.engine import rules_reading
+    from nsight_advisor.engine.authoring import new_rule
+
+    new_rule("nvtx-reader", tmp_path / "rules")
+    query = tmp_path / "rules" / "nvtx-reader" / "query.sql"
+    query.write_text(query.read_text().replace("from api_calls a", "from api_calls a, (select 1 from nvtx_ranges limit 1)"))
+    assert rules_reading(["nvtx_ranges", "gpu_metrics"]) == set()
+    assert rules_reading(["nvtx_ranges", "gpu_metrics"], rules_dirs=[tmp_path / "rules"]) == {"nvtx_ranges"}
+
+    workflow.analyze([WITH_NVTX], rules_dirs=[tmp_path / "rules"])
+    (store,) = _stores(cache)
+    assert _nvtx_state(store)[:2] == (652, [])
+
+
+def test_the_store_option_always_gets_every_table(cache, tmp_path):
+    if not WITH_NVTX.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+    target = tmp_path / "mine.duckdb"
+    workflow.analyze([WITH_NVTX], store_path=target)
+    assert _nvtx_state(target)[:2] == (652, [])

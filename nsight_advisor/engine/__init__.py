@@ -48,6 +48,31 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
     return analyze_with_rules(con, capture_ids, rules, progress=progress, time_limit_s=limit)
 
 
+def rules_reading(tables: Iterable[str], *, rules_dirs: Iterable[Path] = (), config_path: Path | None = None,
+                  include_builtin: bool = True) -> set[str]:
+    """Which of ``tables`` the rules an analysis would load read: named in their SQL (a whole word) or in
+    their ``[[requires]]``.
+
+    A mention in a comment counts too: that can only make the store load more than it needs, never less.
+    """
+    import re
+
+    from nsight_advisor.engine.config import find_config
+    from nsight_advisor.engine.rules import load_rules
+
+    config = find_config(config_path)
+    rules = load_rules([*config.rules_dirs, *map(Path, rules_dirs)], include_builtin=include_builtin)
+    read = set()
+    for rule in rules:
+        required = {r.value for r in rule.requires if r.kind == "table"}
+        if any(r.kind == "gpu_metric" for r in rule.requires):
+            required.add("gpu_metrics")
+        for table in tables:
+            if table in required or re.search(rf"\b{re.escape(table)}\b", rule.query, flags=re.IGNORECASE):
+                read.add(table)
+    return read
+
+
 def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], rules: list[Rule], *,
                        progress: bool = False, time_limit_s: float | None = None) -> AnalysisResult:
     """Run already loaded ``rules`` over ``capture_ids``; one outcome per rule, findings ranked by impact.

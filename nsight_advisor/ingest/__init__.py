@@ -10,7 +10,7 @@ Readers open inputs read-only and never modify them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 import duckdb
 
@@ -18,23 +18,28 @@ from nsight_advisor.ingest.detect import detect_format
 
 
 def ingest_captures(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,
-                    progress: bool = False) -> None:
+                    progress: bool = False, defer: Collection[str] = ()) -> None:
     """Ingest each ``(capture_id, path)`` into the store behind ``con``."""
     for capture_id, path in items:
-        ingest_capture(con, capture_id, Path(path), progress=progress)
+        ingest_capture(con, capture_id, Path(path), progress=progress, defer=defer)
 
 
-def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False) -> None:
-    """Ingest one capture file as ``capture_id``."""
+def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False,
+                   defer: Collection[str] = ()) -> None:
+    """Ingest one capture file as ``capture_id``.
+
+    ``defer``: normalized tables the caller will not read, which an Nsight Systems ingest may leave out
+    (see ``nsys_sqlite.DEFERRABLE``; recorded in ``capture_deferred``). Other formats load everything.
+    """
     fmt = detect_format(path)
     if fmt == "nsys-sqlite":
         from nsight_advisor.ingest.nsys_sqlite import ingest_nsys_sqlite
 
-        ingest_nsys_sqlite(con, capture_id, path, progress=progress)
+        ingest_nsys_sqlite(con, capture_id, path, progress=progress, defer=defer)
     elif fmt == "nsys-rep":
         from nsight_advisor.ingest.nsys_raw import ingest_nsys_report
 
-        ingest_nsys_report(con, capture_id, path, progress=progress)
+        ingest_nsys_report(con, capture_id, path, progress=progress, defer=defer)
     elif fmt == "ncu-rep":
         from nsight_advisor.ingest.ncu_rep import ingest_ncu_report
 

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Collection
 
 import duckdb
 
@@ -24,8 +25,12 @@ def export_command(path: Path) -> str:
     return f"nsys export --type sqlite -o {path.with_suffix('.sqlite')} {path}"
 
 
-def ingest_nsys_report(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False) -> None:
-    """Export ``path`` to SQLite in a temporary folder with `nsys export`, then ingest that export."""
+def ingest_nsys_report(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False,
+                       defer: Collection[str] = ()) -> None:
+    """Export ``path`` to SQLite in a temporary folder with `nsys export`, then ingest that export.
+
+    ``defer``: as for :func:`~nsight_advisor.ingest.nsys_sqlite.ingest_nsys_sqlite`.
+    """
     from nsight_advisor.ingest.nsys_sqlite import ingest_nsys_sqlite
 
     path = Path(path)
@@ -46,7 +51,7 @@ def ingest_nsys_report(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
             detail = _last_line(proc.stderr) or _last_line(proc.stdout) or f"exit code {proc.returncode}"
             raise InputError(f"{path}: `nsys export` failed ({detail}); export it with an nsys at least as new as "
                              f"the one that recorded it: {export_command(path)}")
-        ingest_nsys_sqlite(con, capture_id, out, progress=progress)
+        ingest_nsys_sqlite(con, capture_id, out, progress=progress, defer=defer)
         # The temporary export disappears: point the capture at the report the user gave.
         st = path.stat()
         con.execute("UPDATE captures SET source_path = ?, source_name = ?, source_size_bytes = ?, source_mtime_ns = ?, "

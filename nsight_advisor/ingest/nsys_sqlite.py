@@ -15,16 +15,19 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import importlib.util
+import os
 import shutil
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Collection
 
 import duckdb
 
 from nsight_advisor.errors import InputError
 from nsight_advisor.ingest import nsys_enums as E
+from nsight_advisor.ingest.nvtx_depth import write_depths
 from nsight_advisor.progress import Progress
 from nsight_advisor.schema.hardware import lookup_gpu
 
@@ -66,16 +69,26 @@ class ExportCatalog:
         return column is None or column in cols
 
 
-def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False) -> None:
+#: Tables an ingest may leave out when the caller says nothing will read them (see ``capture_deferred``).
+DEFERRABLE = ("nvtx_ranges", "gpu_metrics")
+
+
+def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False,
+                       defer: Collection[str] = ()) -> None:
     """Fill the normalized tables for one nsys SQLite export as ``capture_id``.
 
     Raises InputError (one line naming the file) when ``path`` is not a readable nsys export.
     What the export lacks is recorded in ``capture_missing``; dropped rows in ``ingest_notes``.
+    Tables named in ``defer`` (from :data:`DEFERRABLE`) are left empty and listed in ``capture_deferred``;
+    the capture's start, end and duration still cover their rows.
     """
     path = Path(path)
     catalog = read_catalog(path)
     alias = f"nsys_src_{capture_id}"
     steps = ["gpus", "api_calls", "kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics", "captures"]
+    unknown = set(defer) - set(DEFERRABLE)
+    if unknown:
+        raise ValueError(f"cannot defer {sorted(unknown)}: only {DEFERRABLE}")
     load_sqlite_scanner(con)
     source, private = _attachable(path)
     try:
@@ -83,7 +96,7 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     except duckdb.Error as exc:
         _remove(private)
         raise InputError(f"{path}: cannot be opened as SQLite ({_first_line(exc)})") from None
-    ing = _Ingest(con, capture_id, catalog, alias)
+    ing = _Ingest(con, capture_id, catalog, alias, defer=frozenset(defer))
     saved = _bound_memory(con)
     try:
         with Progress(f"ingest {path.name}", len(steps), enabled=progress) as bar:
@@ -216,10 +229,21 @@ def load_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
 class _Ingest:
     """One export's ingest: each method fills one normalized table."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, capture_id: int, cat: ExportCatalog, alias: str) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, capture_id: int, cat: ExportCatalog, alias: str, *,
+                 defer: frozenset[str] = frozenset()) -> None:
         self.con, self.cid, self.cat, self.src = con, capture_id, cat, alias
         self.tmp = f"_nsys_{capture_id}"
         self.copied: dict[str, str] = {}  # export table -> lenient temp copy (invalid UTF-8)
+        self.defer = defer
+        self.deferred_spans: list[tuple] = []  # (min start, max end) of deferred tables, for the capture span
+
+    def deferred(self, table: str, span_sql: str) -> bool:
+        """True when ``table`` is deferred: record it and the span of the rows it would have held."""
+        if table not in self.defer:
+            return False
+        self.con.execute("INSERT INTO capture_deferred VALUES (?, ?)", [self.cid, table])
+        self.deferred_spans.append(self.con.execute(span_sql).fetchone())
+        return True
 
     # helpers -------------------------------------------------------------------------------------
     def t(self, table: str) -> str:
@@ -547,6 +571,13 @@ class _Ingest:
 
         stage = f"{self.tmp}_nvtx"
         kinds = f"({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}, {E.NVTX_DOMAIN_CREATE})"
+        # The span of the rows the insert below would keep (marks end where they start).
+        if self.deferred("nvtx_ranges", f"""
+                SELECT min(start), max(CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END)
+                FROM {self.t(NVTX)} WHERE eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END})
+                  AND start IS NOT NULL
+                  AND CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END >= start"""):
+            return
         # One pass over the export into a native table.
         self.con.execute(f"""
             CREATE TEMP TABLE {stage} AS
@@ -570,50 +601,45 @@ class _Ingest:
             self.missing("nvtx_ranges", f"{NVTX} has no ranges or marks", "nsys profile --trace=nvtx")
 
     def _insert_nvtx_with_depth(self, stage: str) -> None:
-        """Insert the staged NVTX rows with the nesting depth of push/pop ranges.
-
-        depth = the thread's push/pop ranges opened before this one (in start order; an outer range
-        starting at the same ns has the later end) minus those already closed at its start (an ASOF
-        join on end <= start): a stack walk's answer for properly nested ranges, which push/pop ranges
-        on one thread are. Computed on narrow rows (ids and times) and joined back by row id, which
-        measured faster than carrying the text through the sorts. DuckDB sorts and joins out of core.
-        """
-        self.con.execute(f"""
-            INSERT INTO nvtx_ranges
-            WITH domains AS (
-                SELECT domain_id, any_value(text) AS name FROM {stage}
-                WHERE event_type = {E.NVTX_DOMAIN_CREATE} GROUP BY 1
-            ), valid AS (
-                SELECT rowid AS rid, * FROM {stage}
-                WHERE event_type <> {E.NVTX_DOMAIN_CREATE}
-                  AND start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns
-            ), opens AS (
-                SELECT rid, pid, tid, start_ns,
-                       row_number() OVER (PARTITION BY pid, tid ORDER BY start_ns, end_ns DESC, rid) - 1 AS opened
-                FROM valid WHERE event_type = {E.NVTX_PUSH_POP}
-            ), closes AS (
-                SELECT pid, tid, end_ns, count(*) OVER (PARTITION BY pid, tid ORDER BY end_ns) AS closed
-                FROM valid WHERE event_type = {E.NVTX_PUSH_POP}
-            ), depths AS (
-                SELECT o.rid, o.opened - coalesce(c.closed, 0) AS depth
-                FROM opens o ASOF LEFT JOIN closes c
-                  ON c.pid = o.pid AND c.tid = o.tid AND c.end_ns <= o.start_ns
-            )
-            SELECT $cid, v.pid, v.tid,
-                   CASE WHEN v.domain_id = 0 THEN 'Default' ELSE coalesce(d.name, 'domain ' || v.domain_id) END,
-                   v.text,
-                   CASE v.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop' WHEN {E.NVTX_START_END} THEN 'start_end'
-                        ELSE 'mark' END,
-                   v.start_ns, v.end_ns, v.end_ns - v.start_ns, dp.depth::INTEGER, v.category
-            FROM valid v
-            LEFT JOIN domains d ON d.domain_id = v.domain_id
-            LEFT JOIN depths dp ON dp.rid = v.rid
-            """, {"cid": self.cid})
+        """Insert the staged NVTX rows with the nesting depth of push/pop ranges (see :mod:`.nvtx_depth`)."""
+        fd, depths_file = tempfile.mkstemp(prefix="nsight-advisor-nvtx-depth-", suffix=".parquet")
+        os.close(fd)
+        depths = f"read_parquet('{_sql_str(depths_file)}')"
+        valid = "start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns"
+        try:
+            write_depths(self.con, f"""
+                SELECT rowid AS rid, pid * 16777216 + tid AS thread, start_ns, end_ns FROM {stage}
+                WHERE event_type = {E.NVTX_PUSH_POP} AND {valid}""", depths_file)
+            self.con.execute(f"""
+                INSERT INTO nvtx_ranges
+                WITH domains AS (
+                    SELECT domain_id, any_value(text) AS name FROM {stage}
+                    WHERE event_type = {E.NVTX_DOMAIN_CREATE} GROUP BY 1
+                )
+                SELECT $cid, v.pid, v.tid,
+                       CASE WHEN v.domain_id = 0 THEN 'Default' ELSE coalesce(d.name, 'domain ' || v.domain_id) END,
+                       v.text,
+                       CASE v.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop'
+                            WHEN {E.NVTX_START_END} THEN 'start_end' ELSE 'mark' END,
+                       v.start_ns, v.end_ns, v.end_ns - v.start_ns, dp.depth, v.category
+                FROM (SELECT rowid AS rid, * FROM {stage}
+                      WHERE event_type <> {E.NVTX_DOMAIN_CREATE} AND {valid}) v
+                LEFT JOIN domains d ON d.domain_id = v.domain_id
+                LEFT JOIN {depths} dp ON dp.rid = v.rid
+                """, {"cid": self.cid})
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(depths_file)
 
     def gpu_metrics(self) -> None:
         if not (self.cat.has(GPU_METRICS, "timestamp") and self.cat.has(GPU_METRICS_INFO, "metricName")):
             self.missing("gpu_metrics", f"no {GPU_METRICS} table: GPU metrics were not sampled",
                          "nsys profile --gpu-metrics-devices=all")
+            return
+        if self.deferred("gpu_metrics", f"""
+                SELECT min(g.timestamp), max(g.timestamp) FROM {self.t(GPU_METRICS)} g
+                WHERE EXISTS (SELECT 1 FROM {self.t(GPU_METRICS_INFO)} i
+                              WHERE i.typeId = g.typeId AND i.metricId = g.metricId)"""):
             return
         self.con.execute(f"""
             INSERT INTO gpu_metrics
@@ -636,7 +662,9 @@ class _Ingest:
                 SELECT min(start_ns), max(end_ns) FROM syncs WHERE capture_id = $cid UNION ALL
                 SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE capture_id = $cid UNION ALL
                 SELECT min(ts_ns), max(ts_ns) FROM gpu_metrics WHERE capture_id = $cid)""", {"cid": self.cid}).fetchone()
-        start, end = span
+        starts = [v for v in (span[0], *(d[0] for d in self.deferred_spans)) if v is not None]
+        ends = [v for v in (span[1], *(d[1] for d in self.deferred_spans)) if v is not None]
+        start, end = (min(starts) if starts else None), (max(ends) if ends else None)
         st = path.stat()
         self.con.execute("INSERT INTO captures VALUES (?, ?, ?, ?, ?, 'nsys-sqlite', 'nsys', ?, ?, ?, ?, ?, ?)", [
             self.cid, str(path.resolve()), path.name, st.st_size, st.st_mtime_ns, self.cat.tool_version,

@@ -83,6 +83,15 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "capture_deferred",
+        "Tables a capture's ingest left out because nothing in that run reads them (analyze's cached store loads "
+        "only what its rules read); any command that needs them rebuilds the store in full.",
+        _cols(
+            _CAPTURE_ID,
+            ("data", "VARCHAR", "Normalized table left empty for this capture (e.g. nvtx_ranges)."),
+        ),
+    ),
+    Table(
         "ingest_notes",
         "Rows an ingest dropped or repaired, and why (e.g. end < start). Reports show these.",
         _cols(
