@@ -99,8 +99,10 @@ def _columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
 
 
 def _busy_by_capture(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
-    # Islands of GPU activity per (capture, device): an interval starts a new island when it begins
-    # after every earlier interval on that device has ended.
+    # GPU busy time per (capture, device) as disjoint pieces that tile the union of the intervals: each interval,
+    # in start order, adds the part of it that lies beyond every earlier interval's end. One sorted pass; the
+    # pieces sum to the union's length, and their overlaps with any time bin to the union's (measured on 1.27M
+    # intervals: 0.34 s, against 0.70 s for islands numbered with a second pass and a grouping).
     con.execute("""
         create or replace temp table _summary_islands as
         with work as (
@@ -114,20 +116,15 @@ def _busy_by_capture(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]
             where capture_id in (select capture_id from _summary_ids) and end_ns > start_ns
         ),
         ordered as (
-            select *, max(end_ns) over (partition by capture_id, device_id order by start_ns, end_ns
-                                        rows between unbounded preceding and 1 preceding) as prev_end_ns
+            select capture_id, device_id, start_ns, end_ns,
+                   max(end_ns) over (partition by capture_id, device_id order by start_ns, end_ns
+                                     rows between unbounded preceding and 1 preceding) as prev_end_ns
             from work
-        ),
-        numbered as (
-            select *, sum(case when prev_end_ns is null or start_ns > prev_end_ns then 1 else 0 end)
-                      over (partition by capture_id, device_id order by start_ns, end_ns
-                            rows unbounded preceding) as island
-            from ordered
         )
-        select capture_id, coalesce(device_id, -1) as device_id, island,
-               min(start_ns) as start_ns, max(end_ns) as end_ns
-        from numbered
-        group by all
+        select capture_id, coalesce(device_id, -1) as device_id,
+               greatest(start_ns, coalesce(prev_end_ns, start_ns)) as start_ns, end_ns
+        from ordered
+        where end_ns > greatest(start_ns, coalesce(prev_end_ns, start_ns))
     """)
     out: dict[int, dict[str, Any]] = {}
     for r in _rows(con, """
@@ -382,6 +379,8 @@ def _roofline(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[str, Any] 
     if not (pick["intensity"] and pick["achieved"] and pick["name"]) or "capture_id" not in cols:
         return None
     extra = ", ".join(f"{pick[k]} as {k}" for k in ("peak_flops", "peak_bytes", "duration") if pick[k])
+    # A fixed order: the same points in the same order on every run, and the same ones kept past the limit.
+    order = "capture_id, kernel_id" if "kernel_id" in cols else f"capture_id, {pick['name']}"
     try:
         rows = _rows(con, f"""
             select capture_id, {pick['name']} as name, {pick['intensity']} as intensity,
@@ -389,6 +388,7 @@ def _roofline(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[str, Any] 
             from ncu_kernel_summary
             where capture_id in (select capture_id from _summary_ids)
               and {pick['intensity']} > 0 and {pick['achieved']} > 0
+            order by {order}
             limit {ROOFLINE_MAX_POINTS + 1}
         """)
     except duckdb.Error:

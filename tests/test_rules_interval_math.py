@@ -1,0 +1,160 @@
+"""The interval arithmetic of the timeline rules and the report summary, against a plain Python reference.
+
+sync-stall, h2d-transfer-volume and the summary's GPU busy time compute with one sorted pass and running
+aggregates (fast on millions of rows, see issue 7). Here random small timelines, with ties, overlaps, nested and
+zero-length intervals on purpose, must give exactly what the obvious per-row definition gives.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nsight_advisor.engine.rules import load_rules
+from nsight_advisor.engine.runner import bind_params
+from nsight_advisor.store import connect
+
+RULES = {r.name: r for r in load_rules([], include_builtin=True)}
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# (device_id, pid, start_ns, length_ns): small ranges so that equal starts and ends are common
+intervals = st.lists(st.tuples(st.integers(0, 1), st.integers(1, 2), st.integers(0, 40), st.integers(0, 12)),
+                     max_size=12)
+
+
+def _store(kernels=(), memcpys=(), memsets=(), api_calls=()):
+    con = connect(None)
+    for i, (dev, pid, start, length) in enumerate(kernels):
+        con.execute("insert into kernels (capture_id, device_id, pid, correlation_id, name, short_name, start_ns, "
+                    "end_ns, duration_ns) values (1, ?, ?, ?, 'k', 'k', ?, ?, ?)",
+                    [dev, pid, i, start, start + length, length])
+    for dev, pid, start, length, direction in memcpys:
+        con.execute("insert into memcpys (capture_id, device_id, pid, start_ns, end_ns, duration_ns, bytes, direction) "
+                    "values (1, ?, ?, ?, ?, ?, 1024, ?)", [dev, pid, start, start + length, length, direction])
+    for dev, pid, start, length in memsets:
+        con.execute("insert into memsets (capture_id, device_id, pid, start_ns, end_ns, duration_ns, bytes) "
+                    "values (1, ?, ?, ?, ?, ?, 64)", [dev, pid, start, start + length, length])
+    for pid, tid, api, start, end in api_calls:
+        con.execute("insert into api_calls (capture_id, pid, tid, name, base_name, start_ns, end_ns, duration_ns) "
+                    "values (1, ?, ?, ?, ?, ?, ?, ?)", [pid, tid, api, api, start, end, end - start])
+    con.execute("insert into captures (capture_id, source_name, format, tool, tool_version, start_ns, end_ns, "
+                "duration_ns) values (1, 'case', 'case', 'case', 'case', 0, 100, 100)")
+    return con
+
+
+def _rule_rows(con, name: str) -> list[dict]:
+    rule = RULES[name]
+    cur = con.execute(rule.query, bind_params(rule, rule.query, 1))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def _covered(union: list[tuple[int, int]], a: int, b: int) -> int:
+    return sum(max(0, min(b, y) - max(a, x)) for x, y in union)
+
+
+@SETTINGS
+@given(kernels=intervals,
+       copies=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 45), st.integers(0, 15)), min_size=1, max_size=8))
+def test_h2d_exposed_time_matches_the_union_of_kernels(kernels, copies):
+    con = _store(kernels=kernels, memcpys=[(d, 1, s, n, "Host-to-Device") for d, s, n in copies])
+    try:
+        got = {r["device_id"]: (r["copies"], r["exposed_ns"]) for r in _rule_rows(con, "h2d-transfer-volume")}
+    finally:
+        con.close()
+    want = {}
+    for dev in {d for d, _, _ in copies}:
+        union = _union([(s, s + n) for d, _, s, n in kernels if d == dev])
+        mine = [(s, s + n) for d, s, n in copies if d == dev]
+        want[dev] = (len(mine), sum((b - a) - _covered(union, a, b) for a, b in mine))
+    assert got == want
+
+
+@SETTINGS
+@given(ops=intervals,
+       syncs=st.lists(st.tuples(st.integers(1, 2), st.integers(0, 50), st.integers(1, 10)), min_size=1, max_size=6))
+def test_sync_stall_bubbles_match_the_definition(ops, syncs):
+    # half of the operations are kernels, the rest copies: the rule must treat them alike
+    kernels = ops[::2]
+    copies = [(d, p, s, n, "Device-to-Host") for d, p, s, n in ops[1::2]]
+    calls = [(pid, pid, "cudaStreamSynchronize", end - length, end) for pid, end, length in syncs]
+    con = _store(kernels=kernels, memcpys=copies, api_calls=calls)
+    try:
+        got = {(r["pid"], r["tid"]): (r["calls"], r["gpu_idle_after_ns"]) for r in _rule_rows(con, "sync-stall")}
+    finally:
+        con.close()
+    want: dict = {}
+    for pid, _tid, _api, _start, end in calls:
+        mine = [(s, s + n) for _d, p, s, n in ops if p == pid]
+        nxt = min((s for s, _ in mine if s >= end), default=None)
+        reach = max((e for s, e in mine if s < end), default=None)
+        idle = 0 if nxt is None or (reach is not None and reach > end) else nxt - end
+        n, total = want.get((pid, pid), (0, 0))
+        want[(pid, pid)] = (n + 1, total + idle)
+    assert got == want
+
+
+@SETTINGS
+@given(kernels=intervals, memsets=st.lists(st.tuples(st.integers(0, 1), st.integers(1, 2), st.integers(0, 40),
+                                                      st.integers(0, 12)), max_size=4))
+def test_summary_busy_pieces_tile_the_union(kernels, memsets):
+    from nsight_advisor.engine import summary
+
+    con = _store(kernels=kernels, memsets=memsets)
+    try:
+        con.execute("create or replace temp table _summary_ids as select 1 as capture_id")
+        busy = summary._busy_by_capture(con)
+        pieces = con.execute("select device_id, start_ns, end_ns from _summary_islands "
+                             "order by device_id, start_ns").fetchall()
+    finally:
+        con.close()
+    want_ns = 0
+    for dev in (0, 1):
+        # zero-length intervals are left out
+        union = _union([(s, s + n) for d, _, s, n in list(kernels) + list(memsets) if d == dev and n > 0])
+        mine = [(a, b) for d, a, b in pieces if d == dev]
+        assert all(a < b for a, b in mine)
+        assert all(b <= c for (_, b), (c, _) in zip(mine, mine[1:])), "pieces overlap"
+        assert _union(mine) == union
+        want_ns += sum(b - a for a, b in union)
+    if pieces:
+        assert int(busy[1]["busy_ns"]) == want_ns
+        assert busy[1]["active_devices"] == len({d for d, *_ in pieces})
+    else:
+        assert busy == {}
+
+
+@pytest.mark.parametrize("name", ["memory-bound-kernel", "low-tensor-core-use"])
+def test_classified_rules_sum_launches_per_name(name):
+    """Names are classified after summing launches: counts and times must be those of every launch."""
+    gemm = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_execute_kernel"
+    con = connect(None)
+    try:
+        con.execute("insert into gpus (capture_id, device_id, name, sm_count) values (1, 0, 'g', 2), (1, 1, 'g', 2)")
+        rows = [(0, "vectorized_elementwise_kernel", 8, 100), (1, "vectorized_elementwise_kernel", 8, 50),
+                (0, "vectorized_elementwise_kernel", 1, 70),  # one block on two SMs: latency-bound, left out
+                (0, gemm, 64, 400), (1, gemm, 64, 200)]
+        for i, (dev, kname, blocks, dur) in enumerate(rows):
+            con.execute("insert into kernels (capture_id, device_id, pid, correlation_id, name, short_name, blocks, "
+                        "start_ns, end_ns, duration_ns) values (1, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
+                        [dev, i, kname, kname, blocks, i * 1000, i * 1000 + dur, dur])
+        con.execute("insert into captures (capture_id, source_name, format, tool, tool_version, start_ns, end_ns, "
+                    "duration_ns) values (1, 'case', 'case', 'case', 'case', 0, 5000, 5000)")
+        got = [(r["short_name"], int(r["launches"]), int(r["duration_ns"])) for r in _rule_rows(con, name)]
+    finally:
+        con.close()
+    if name == "memory-bound-kernel":
+        assert got == [("vectorized_elementwise_kernel", 2, 150)]
+    else:
+        assert got == [(gemm, 2, 600)]
