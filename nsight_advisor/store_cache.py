@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
@@ -43,18 +44,27 @@ def cache_dir() -> Path:
 
 
 def cache_key(paths: Sequence[Path]) -> str:
-    """Key of a cached store: ``PATHS-STATE``, hashes of the inputs' resolved paths and of their size, mtime and our schema version.
+    """Key of a cached store: ``PATHS-STATE``, hashes of the inputs' resolved paths and of their size, mtime, our
+    schema version and the derived views' SQL.
 
     The first half names the inputs only, so a rebuilt store for re-exported captures replaces the stale
     one instead of piling up beside it.
     """
     names = hashlib.sha256()
-    state = hashlib.sha256(f"schema={SCHEMA_VERSION}".encode())
+    state = hashlib.sha256(f"schema={SCHEMA_VERSION}|views={_views_digest()}".encode())
     for p in paths:
         st = p.stat()
         names.update(f"|{p}".encode())
         state.update(f"|{p}|{st.st_size}|{st.st_mtime_ns}".encode())
     return f"{names.hexdigest()[:16]}-{state.hexdigest()[:16]}"
+
+
+def _views_digest() -> str:
+    """Hash of the derived views' SQL: a store keeps the views it was built with, so new ones need a new store."""
+    digest = hashlib.sha256()
+    for f in sorted((Path(__file__).resolve().parent / "schema" / "views").glob("*.sql")):
+        digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def cached_store_path(paths: Sequence[Path]) -> Path:
@@ -210,6 +220,9 @@ def remove_dead_temp_files(target: Path) -> None:
     for path in target.parent.glob(f".{target.name}.build-*{_TMP_SUFFIX}*"):
         pid = path.name[len(target.name) + 8:].split("-", 1)[0]
         if not pid.isdigit() or _pid_alive(int(pid)):
+            continue
+        if path.is_dir():  # DuckDB's spill folder beside the build (``<build>.tmp``)
+            shutil.rmtree(path, ignore_errors=True)
             continue
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

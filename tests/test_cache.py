@@ -98,6 +98,10 @@ def test_cache_key_changes_with_size_mtime_and_schema(capture, monkeypatch):
     key = workflow.cache_key([capture])
     monkeypatch.setattr(store_cache, "SCHEMA_VERSION", 10_000)
     assert workflow.cache_key([capture]) != key
+    # a store keeps the views it was built with, so changed view SQL means another store
+    key = workflow.cache_key([capture])
+    monkeypatch.setattr(store_cache, "_views_digest", lambda: "changed-views")
+    assert workflow.cache_key([capture]) != key
 
 
 def test_no_cache_forces_a_fresh_ingest(cache, capture):
@@ -151,8 +155,14 @@ def test_leftovers_of_a_killed_build_are_removed(cache, capture):
     cache.mkdir()
     leftover = cache / f".{target.name}.build-{int(dead.stdout)}-0123abcd.tmp"
     leftover.write_bytes(b"half a store")
+    # what else a killed build leaves beside it: DuckDB's spill folder and the NVTX depth scratch file
+    spill = cache / f"{leftover.name}.tmp"
+    spill.mkdir()
+    (spill / "duckdb_temp_storage-0.tmp").write_bytes(b"spilled")
+    scratch = cache / f"{leftover.name}.{int(dead.stdout)}-89abcdef.nvtx-depth.parquet"
+    scratch.write_bytes(b"depths")
     _load_ids([capture])
-    assert not leftover.exists()
+    assert not leftover.exists() and not spill.exists() and not scratch.exists()
     assert sorted(p.name for p in cache.iterdir()) == [target.name]
 
 

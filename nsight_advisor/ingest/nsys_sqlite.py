@@ -16,6 +16,7 @@ import contextlib
 import datetime as _dt
 import importlib.util
 import os
+import secrets
 import shutil
 import sqlite3
 import tempfile
@@ -602,8 +603,7 @@ class _Ingest:
 
     def _insert_nvtx_with_depth(self, stage: str) -> None:
         """Insert the staged NVTX rows with the nesting depth of push/pop ranges (see :mod:`.nvtx_depth`)."""
-        fd, depths_file = tempfile.mkstemp(prefix="nsight-advisor-nvtx-depth-", suffix=".parquet")
-        os.close(fd)
+        depths_file = _scratch_file(self.con, "nvtx-depth.parquet")
         depths = f"read_parquet('{_sql_str(depths_file)}')"
         valid = "start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns"
         try:
@@ -676,6 +676,18 @@ class _Ingest:
 # Export tables with text a step reads (the ones invalid UTF-8 can hide in).
 _TEXT_TABLES = {"prepare": ("StringIds",), "gpus": (GPU_INFO,), "nvtx_ranges": (NVTX,),
                 "gpu_metrics": (GPU_METRICS_INFO,)}
+
+
+def _scratch_file(con: duckdb.DuckDBPyConnection, suffix: str) -> str:
+    """A new file name for scratch data: beside the store's file (a store build's leftovers, including this
+    file, are removed by the next build when a run is killed), else in the system's temporary folder."""
+    with contextlib.suppress(duckdb.Error):
+        db_file = con.execute("SELECT file FROM pragma_database_list WHERE name = current_database()").fetchone()
+        if db_file and db_file[0]:
+            return f"{db_file[0]}.{os.getpid()}-{secrets.token_hex(4)}.{suffix}"
+    fd, name = tempfile.mkstemp(prefix="nsight-advisor-", suffix=f".{suffix}")
+    os.close(fd)
+    return name
 
 
 def _lenient(value, type_):
