@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 #: Rows per batch streamed from the sort; a batch costs about 40 bytes per row of numpy arrays.
-BATCH_ROWS = 1_000_000
+BATCH_ROWS = 250_000
 
 
 def write_depths(con: duckdb.DuckDBPyConnection, ranges_sql: str, parquet_path: str | os.PathLike) -> None:
