@@ -58,15 +58,18 @@ def ingest_to_store(paths: Iterable[Path], store_path: Path, *, progress: bool =
 
 
 def load(paths: Sequence[Path], *, store_path: Path | None = None, use_cache: bool = True,
-         progress: bool = False) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
+         progress: bool = False, for_rules: bool = False) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
     """A read-only connection to a store holding ``paths`` and their capture ids.
 
     A single ``.duckdb`` argument is opened as an existing store. Otherwise the captures are ingested
     (many at once in worker processes) into ``store_path``, or into the cache (:func:`cache_dir`) under
     :func:`cache_key`. Either store is reused when it already holds exactly these inputs, unchanged,
     unless ``use_cache`` is false. A ``store_path`` holding other captures is never overwritten.
+    ``for_rules``: the caller only runs the built-in rules, so a cached store may lack the tables they do not
+    read (what ``analyze`` builds); otherwise the store holds every table.
     """
-    con, ids, _store = _load(_plan(paths, store_path), use_cache=use_cache, progress=progress)
+    unread = _unread_by_rules(dict(rules_dirs=(), config_path=None)) if for_rules else frozenset()
+    con, ids, _store = _load(_plan(paths, store_path), use_cache=use_cache, progress=progress, unread=unread)
     return con, ids
 
 

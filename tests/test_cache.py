@@ -352,6 +352,10 @@ def test_analyze_defers_tables_no_rule_reads_and_query_completes_the_store(cache
     assert (rows, deferred) == (0, ["nvtx_ranges"])  # no GPU metrics table: gpu_metrics is missing, not deferred
     assert duration == full_duration, "the capture span still covers the deferred NVTX ranges"
     assert "not loaded: nvtx_ranges" in workflow.info(store)
+    # A caller that runs only the built-in rules reuses that store as it is.
+    mtime = store.stat().st_mtime_ns
+    _load_ids([WITH_NVTX], for_rules=True)
+    assert store.stat().st_mtime_ns == mtime and _nvtx_state(store)[1] == ["nvtx_ranges"]
 
     # A command that may read the deferred table rebuilds the cached store in full, once.
     out = workflow.query(WITH_NVTX, "SELECT count(*) AS n FROM nvtx_ranges", "json")
