@@ -142,6 +142,19 @@ def test_kernel_tid_comes_from_launching_call(store) -> None:
     assert con.execute("SELECT count(DISTINCT pid) FROM kernels").fetchone()[0] == 1
 
 
+@pytest.mark.parametrize("export", trace_param(nsys_exports()))
+def test_every_kernel_with_a_correlated_call_gets_its_tid(export: Path, store) -> None:
+    # The tid lookup reads only calls whose name says Launch (cudaLaunchKernel*, cuLaunchKernel*, cudaGraphLaunch,
+    # ...), which halves the lookup at 10M kernels; no kernel of a real export may lose its tid to that.
+    ingest_nsys_sqlite(store, 1, export)
+    correlated, with_tid = store.execute("""
+        SELECT count(*) FILTER (WHERE EXISTS (SELECT 1 FROM api_calls a
+                                              WHERE a.pid = k.pid AND a.correlation_id = k.correlation_id)),
+               count(k.tid)
+        FROM kernels k""").fetchone()
+    assert with_tid == correlated
+
+
 def _reference_depths(rows):
     """Nesting depth by a plain stack walk per thread (the definition the SQL must match)."""
     out = {}
