@@ -74,6 +74,7 @@ from nsight_advisor import workflow
 from nsight_advisor.engine import run_analysis
 from nsight_advisor.report import render
 con, ids = workflow.load([Path(sys.argv[1])], for_rules=True)  # the store the cold analyze built
+con.execute(f"SET memory_limit = '{workflow.ANALYSIS_MEMORY_LIMIT}'")  # as analyze does
 result = run_analysis(con, ids)
 con.close()
 Path(sys.argv[2]).write_text(render(result, "html"), encoding="utf-8")
