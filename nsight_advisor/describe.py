@@ -60,8 +60,10 @@ def describe(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict
             "SELECT data, reason, capture_option FROM capture_missing WHERE capture_id = ? ORDER BY data", [cid]).fetchall()]
         notes = [{"data": d, "rows": n, "note": t} for d, n, t in con.execute(
             "SELECT data, rows, note FROM ingest_notes WHERE capture_id = ? ORDER BY data", [cid]).fetchall()]
-        deferred = [d for (d,) in con.execute(
-            "SELECT data FROM capture_deferred WHERE capture_id = ? ORDER BY data", [cid]).fetchall()]
+        deferred = [{"data": d, "export_rows": n} for d, n in con.execute(
+            "SELECT data, export_rows FROM capture_deferred WHERE capture_id = ? ORDER BY data", [cid]).fetchall()]
+        for d in deferred:  # not loaded: the store's count (0) would say the capture has none
+            rows[d["data"]] = None
         entry = {
             "capture_id": cid, "source_path": path, "source_name": name, "format": fmt, "tool": tool,
             "tool_version": version, "export_schema_version": schema, "start_ns": start, "end_ns": end,
@@ -104,8 +106,9 @@ def format_description(desc: dict) -> str:
             out.append("  GPUs:      none recorded")
         out.append("  rows:")
         width = max((len(t) for t in cap["rows"]), default=0)
+        not_loaded = {d["data"] for d in cap.get("deferred", [])}
         for table, n in cap["rows"].items():
-            out.append(f"    {table.ljust(width)}  {n:>10,}")
+            out.append(f"    {table.ljust(width)}  " + (f"{'not loaded':>10}" if table in not_loaded else f"{n:>10,}"))
         if cap.get("top_kernels"):
             out.append("  top kernels by total time:")
             for k in cap["top_kernels"]:
@@ -126,6 +129,7 @@ def format_description(desc: dict) -> str:
         for n in cap.get("ingest_notes", []):
             out.append(f"  note: {n['data']}: {n['note']} ({n['rows']:,} rows)")
         for d in cap.get("deferred", []):
-            out.append(f"  not loaded: {d} (this store was built for analyze, whose rules do not read it; "
-                       f"`nsight-advisor ingest` loads everything)")
+            rows = f"{d['export_rows']:,} rows in the export; " if d["export_rows"] is not None else ""
+            out.append(f"  not loaded: {d['data']} ({rows}the cached store analyze built skips what no rule reads; "
+                       f"`query` or `ingest` loads it)")
     return "\n".join(out) + "\n"

@@ -285,8 +285,18 @@ def reaches(result, level: str) -> bool:
 def info(path: Path, fmt: str = "text") -> str:
     """Describe a capture (or store) for humans or as JSON."""
     from nsight_advisor.describe import describe, format_description
+    from nsight_advisor.ingest.nsys_sqlite import DEFERRABLE
 
-    con, ids = load([path])
+    # The store `analyze` cached is described as it is, naming what it left out with the export's row count:
+    # `info` right after `analyze` must not cost a second, full ingest. Without a cached store, a full one.
+    plan = _plan([path], None)
+    con = None
+    if plan.keyed:
+        con = store_cache.open_if_current(plan.target, plan.inputs, keyed=True, may_lack=DEFERRABLE)
+    if con is not None:
+        ids = _capture_ids(con)
+    else:
+        con, ids = load([path])
     try:
         desc = describe(con, ids)
     finally:

@@ -351,7 +351,11 @@ def test_analyze_defers_tables_no_rule_reads_and_query_completes_the_store(cache
     rows, deferred, duration = _nvtx_state(store)
     assert (rows, deferred) == (0, ["nvtx_ranges"])  # no GPU metrics table: gpu_metrics is missing, not deferred
     assert duration == full_duration, "the capture span still covers the deferred NVTX ranges"
-    assert "not loaded: nvtx_ranges" in workflow.info(store)
+    assert "not loaded: nvtx_ranges (652 rows in the export" in workflow.info(store)
+    # `info` on the capture describes that store as it is, instead of a second, full ingest
+    mtime = store.stat().st_mtime_ns
+    assert "not loaded: nvtx_ranges (652 rows in the export" in workflow.info(WITH_NVTX)
+    assert store.stat().st_mtime_ns == mtime
     # A caller that runs only the built-in rules reuses that store as it is.
     mtime = store.stat().st_mtime_ns
     _load_ids([WITH_NVTX], for_rules=True)

@@ -271,11 +271,12 @@ class _Ingest:
         self.memory_bounded = False  # DuckDB's memory limit set for this ingest (an on-disk store)
         self.deferred_spans: list[tuple] = []  # (min start, max end) of deferred tables, for the capture span
 
-    def deferred(self, table: str, span_sql: str) -> bool:
-        """True when ``table`` is deferred: record it and the span of the rows it would have held."""
+    def deferred(self, table: str, source: str, span_sql: str) -> bool:
+        """True when ``table`` is deferred: record it, the rows of its ``source`` table and their span."""
         if table not in self.defer:
             return False
-        self.con.execute("INSERT INTO capture_deferred VALUES (?, ?)", [self.cid, table])
+        self.con.execute("INSERT INTO capture_deferred VALUES (?, ?, ?)",
+                         [self.cid, table, self.cat.counts.get(source)])
         self.deferred_spans.append(self.con.execute(span_sql).fetchone())
         return True
 
@@ -608,7 +609,7 @@ class _Ingest:
         stage = f"{self.tmp}_nvtx"
         kinds = f"({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}, {E.NVTX_DOMAIN_CREATE})"
         # The span of the rows the insert below would keep (marks end where they start).
-        if self.deferred("nvtx_ranges", f"""
+        if self.deferred("nvtx_ranges", NVTX, f"""
                 SELECT min(start), max(CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END)
                 FROM {self.t(NVTX)} WHERE eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END})
                   AND start IS NOT NULL
@@ -673,7 +674,7 @@ class _Ingest:
             self.missing("gpu_metrics", f"no {GPU_METRICS} table: GPU metrics were not sampled",
                          "nsys profile --gpu-metrics-devices=all")
             return
-        if self.deferred("gpu_metrics", f"""
+        if self.deferred("gpu_metrics", GPU_METRICS, f"""
                 SELECT min(g.timestamp), max(g.timestamp) FROM {self.t(GPU_METRICS)} g
                 WHERE EXISTS (SELECT 1 FROM {self.t(GPU_METRICS_INFO)} i
                               WHERE i.typeId = g.typeId AND i.metricId = g.metricId)"""):

@@ -89,6 +89,7 @@ TABLES: tuple[Table, ...] = (
         _cols(
             _CAPTURE_ID,
             ("data", "VARCHAR", "Normalized table left empty for this capture (e.g. nvtx_ranges)."),
+            ("export_rows", "BIGINT", "Rows of the export table it would be read from (e.g. NVTX_EVENTS), or NULL."),
         ),
     ),
     Table(
