@@ -98,8 +98,7 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
         _remove(private)
         raise InputError(f"{path}: cannot be opened as SQLite ({_first_line(exc)})") from None
     ing = _Ingest(con, capture_id, catalog, alias, defer=frozenset(defer))
-    saved = _bound_memory(con)
-    ing.memory_bounded = "memory_limit" in saved and _memory_is_bounded(con)
+    saved, ing.memory_bounded = _bound_memory(con)
     try:
         with Progress(f"ingest {path.name}", len(steps), enabled=progress) as bar:
             ing.run("prepare")
@@ -152,17 +151,10 @@ def _memory_limit(con: duckdb.DuckDBPyConnection, limit: str | None):
                 con.execute(f"SET memory_limit = '{_sql_str(before)}'")
 
 
-def _memory_is_bounded(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether :func:`_bound_memory` set a limit: an on-disk store with a folder to spill to."""
-    db_file = con.execute("SELECT file FROM pragma_database_list WHERE name = current_database()").fetchone()
-    spill = con.execute("SELECT current_setting('temp_directory')").fetchone()[0]
-    return bool(db_file and db_file[0] and spill)
-
-
-def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+def _bound_memory(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, str], bool]:
     """Bound DuckDB's memory for the ingest (on-disk stores only: an in-memory store cannot spill).
 
-    Returns the previous settings, to restore afterwards.
+    Returns the previous settings, to restore afterwards, and whether the memory limit was set.
     """
     saved: dict[str, str] = {}
     try:
@@ -171,12 +163,13 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
         for name in ("memory_limit", "preserve_insertion_order"):
             saved[name] = str(con.execute(f"SELECT current_setting('{name}')").fetchone()[0])
     except duckdb.Error:
-        return saved
+        return saved, False
     # Row order inside a table carries no meaning in the store; dropping it lets inserts stream.
     con.execute("SET preserve_insertion_order = false")
-    if db_file and db_file[0] and spill:
+    bounded = bool(db_file and db_file[0] and spill)
+    if bounded:
         con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
-    return saved
+    return saved, bounded
 
 
 # --------------------------------------------------------------------------------------------- catalog
