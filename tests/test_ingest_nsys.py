@@ -221,17 +221,27 @@ def test_sample_generator_is_deterministic(tmp_path: Path) -> None:
     assert dump(out) == dump(SAMPLE), "regenerate with: python sample_traces/generate_demo.py"
 
 
-def test_invalid_utf8_in_strings_and_nvtx_text(tmp_path: Path, store) -> None:
+def _tampered_sample(path: Path, *statements: str) -> Path:
+    """A copy of the bundled sample at ``path`` with ``statements`` applied to it."""
     import shutil
     import sqlite3
 
-    bad = tmp_path / "bad_utf8.sqlite"
-    shutil.copyfile(SAMPLE, bad)
-    con = sqlite3.connect(bad)
-    con.execute("UPDATE StringIds SET value = CAST(X'6B65726E656CFF5F78' AS TEXT) WHERE value = 'scale_bias_kernel'")
-    con.execute("UPDATE NVTX_EVENTS SET text = CAST(X'666F7277FE617264' AS TEXT) WHERE text = 'forward'")
-    con.commit()
-    con.close()
+    shutil.copyfile(SAMPLE, path)
+    con = sqlite3.connect(path)
+    try:
+        for statement in statements:
+            con.execute(statement)
+        con.commit()
+    finally:
+        con.close()
+    return path
+
+
+def test_invalid_utf8_in_strings_and_nvtx_text(tmp_path: Path, store) -> None:
+    bad = _tampered_sample(
+        tmp_path / "bad_utf8.sqlite",
+        "UPDATE StringIds SET value = CAST(X'6B65726E656CFF5F78' AS TEXT) WHERE value = 'scale_bias_kernel'",
+        "UPDATE NVTX_EVENTS SET text = CAST(X'666F7277FE617264' AS TEXT) WHERE text = 'forward'")
     ingest_nsys_sqlite(store, 1, bad)
     assert store.execute("SELECT count(*) FROM kernels WHERE short_name = 'kernel\ufffd_x'").fetchone()[0] > 0
     assert store.execute("SELECT count(*) FROM nvtx_ranges WHERE text = 'forw\ufffdard'").fetchone()[0] == 6
@@ -263,15 +273,12 @@ def test_progress_bar_only_on_a_terminal_after_the_delay() -> None:
 
 
 def test_rows_with_end_before_start_are_dropped_and_noted(tmp_path: Path, store) -> None:
-    import shutil
     import sqlite3
 
-    bad = tmp_path / "bad_times.sqlite"
-    shutil.copyfile(SAMPLE, bad)
-    con = sqlite3.connect(bad)
-    con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 5 WHERE rowid IN (1, 2)')
-    con.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 1 WHERE rowid = 3')
-    con.commit()
+    bad = _tampered_sample(tmp_path / "bad_times.sqlite",
+                           'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 5 WHERE rowid IN (1, 2)',
+                           'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = start - 1 WHERE rowid = 3')
+    con = sqlite3.connect(f"file:{bad}?mode=ro", uri=True)
     total_kernels = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     con.close()
     ingest_nsys_sqlite(store, 1, bad)
