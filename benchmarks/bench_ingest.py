@@ -61,10 +61,13 @@ def build_export(source: Path, kernels: int, out_dir: Path) -> Path:
     con.execute("PRAGMA synchronous=OFF")
     con.execute(f"ATTACH '{source}' AS o")
     per_copy = con.execute("SELECT count(*) FROM o.CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-    lo, hi = con.execute("SELECT min(start), max(\"end\") FROM o.CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
-    for t in EVENT_TABLES[:1]:
-        klo, khi = con.execute(f'SELECT min(start), max("end") FROM o.{t}').fetchone()
-        lo, hi = min(lo, klo), max(hi, khi)
+    # Each copy starts after everything of the one before (NVTX ranges included, which can outlast the last
+    # kernel): every thread's events stay in start order, as in a real export.
+    have = {r[0] for r in con.execute("SELECT name FROM o.sqlite_master WHERE type = 'table'")}
+    bounds = [con.execute(f'SELECT min(start), max(coalesce("end", start)) FROM o.{t}').fetchone()
+              for t in EVENT_TABLES if t in have]
+    lo = min(b[0] for b in bounds if b[0] is not None)
+    hi = max(b[1] for b in bounds if b[1] is not None)
     span = hi - lo + 1000
     corr = max(con.execute(f"SELECT coalesce(max(correlationId), 0) FROM o.{t}").fetchone()[0]
                for t in EVENT_TABLES[:5]) + 1

@@ -215,6 +215,8 @@ def write(path: Path = OUT) -> Path:
         con.executemany(f"INSERT INTO {table} VALUES (?, ?, ?)", rows)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in w.strings.items()])
     for table, rows in w.rows.items():
+        if table == "NVTX_EVENTS":  # nsys writes ranges in start order (an outer range before its first child)
+            rows = sorted(rows, key=lambda r: (r[0], -(r[1] if r[1] is not None else r[0])))
         con.executemany(f"INSERT INTO {table} VALUES ({', '.join(['?'] * len(rows[0]))})", rows)
     con.commit()
     con.execute("VACUUM")

@@ -155,7 +155,7 @@ def test_leftovers_of_a_killed_build_are_removed(cache, capture):
     cache.mkdir()
     leftover = cache / f".{target.name}.build-{int(dead.stdout)}-0123abcd.tmp"
     leftover.write_bytes(b"half a store")
-    # what else a killed build leaves beside it: DuckDB's spill folder and the NVTX depth scratch file
+    # what else a killed build leaves beside it: DuckDB's spill folder, and any file named after the build
     spill = cache / f"{leftover.name}.tmp"
     spill.mkdir()
     (spill / "duckdb_temp_storage-0.tmp").write_bytes(b"spilled")

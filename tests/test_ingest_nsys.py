@@ -248,6 +248,38 @@ def test_invalid_utf8_in_strings_and_nvtx_text(tmp_path: Path, store) -> None:
     assert store.execute("SELECT count(*) FROM kernels").fetchone()[0] > 100
 
 
+@pytest.mark.parametrize("batch_rows", [2, 250_000])
+def test_nvtx_rows_out_of_start_order_are_sorted_first(tmp_path: Path, batch_rows: int, monkeypatch) -> None:
+    """An export whose NVTX rows do not come in start order per thread gets the same ranges and depths."""
+    from nsight_advisor.ingest import nsys_sqlite
+
+    shuffled = _tampered_sample(
+        tmp_path / "nvtx_backwards.sqlite",
+        "CREATE TABLE backwards AS SELECT * FROM NVTX_EVENTS ORDER BY start DESC",
+        "DELETE FROM NVTX_EVENTS", "INSERT INTO NVTX_EVENTS SELECT * FROM backwards", "DROP TABLE backwards")
+    monkeypatch.setattr(nsys_sqlite, "BATCH_ROWS", batch_rows)
+    sorted_passes = []
+    insert = nsys_sqlite._Ingest._insert_nvtx
+
+    def spy(self, nvtx, *, ordered):
+        sorted_passes.append(ordered)
+        return insert(self, nvtx, ordered=ordered)
+
+    monkeypatch.setattr(nsys_sqlite._Ingest, "_insert_nvtx", spy)
+    stores = {}
+    for name, export in (("as written", SAMPLE), ("backwards", shuffled)):
+        stores[name] = connect(tmp_path / f"{name}.duckdb")  # on disk: the memory-bounded path
+        ingest_nsys_sqlite(stores[name], 1, export)
+    cols = "pid, tid, domain, text, event_type, start_ns, end_ns, depth, category"
+    rows = {name: sorted(con.execute(f"SELECT {cols} FROM nvtx_ranges").fetchall(), key=repr)
+            for name, con in stores.items()}
+    assert rows["backwards"] == rows["as written"] and max(r[7] for r in rows["as written"]) == 1
+    # one batch is sorted as it is walked; across small batches the walk finds the order broken and sorts
+    assert sorted_passes == ([False, False, True] if batch_rows == 2 else [False, False])
+    for con in stores.values():
+        con.close()
+
+
 def test_progress_bar_only_on_a_terminal_after_the_delay() -> None:
     import io
 

@@ -1,17 +1,15 @@
-"""The NVTX depth pass (nsight_advisor/ingest/nvtx_depth.py) against a stack walk, across batch boundaries.
+"""The NVTX depth walk (nsight_advisor/ingest/nvtx_depth.py) against a stack walk, across batch boundaries.
 
 The real exports are checked in test_ingest_nsys.py; here hypothesis draws nestings the exports lack (equal
 starts, zero-length ranges, many threads, a batch boundary inside a run of equal starts) and the batch size is
-shrunk to a few rows so that the carried state between batches is exercised on every example.
+shrunk to a few rows so that the state carried between batches is exercised on every example. Rows are fed in
+both orders the ingest uses: as an export lies (start order per thread, threads interleaved, equal starts in any
+order) and sorted per thread by DuckDB.
 """
 
 from __future__ import annotations
 
-import os
-
-import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -56,46 +54,85 @@ def _stack_walk(rows):
     return [depth[i] for i in range(len(rows))]
 
 
-def _pass(rows, tmp_path, batch_rows: int):
-    con = duckdb.connect()
-    table = pa.table({"rid": list(range(len(rows))), "thread": [r[0] for r in rows],
-                      "start_ns": [r[1] for r in rows], "end_ns": [r[2] for r in rows]},
-                     schema=pa.schema([("rid", pa.int64()), ("thread", pa.int64()), ("start_ns", pa.int64()),
-                                       ("end_ns", pa.int64())]))
-    con.register("ranges", table)
-    out = tmp_path / f"depth-{os.getpid()}-{len(rows)}-{batch_rows}.parquet"
-    old = nvtx_depth.BATCH_ROWS
-    nvtx_depth.BATCH_ROWS = batch_rows
-    try:
-        nvtx_depth.write_depths(con, "SELECT * FROM ranges", out)
-    finally:
-        nvtx_depth.BATCH_ROWS = old
-    got = pq.read_table(out).to_pydict()
-    out.unlink()
-    depth = dict(zip(got["rid"], got["depth"]))
-    assert sorted(depth) == list(range(len(rows))), "every range gets exactly one depth"
+_SCHEMA = pa.schema([("rid", pa.int64()), ("thread", pa.int64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+                     ("nestable", pa.bool_())])
+
+
+def _export_order(rows) -> list[int]:
+    """Start order, threads interleaved, equal starts in the (drawn) order they come: how nsys writes them."""
+    return sorted(range(len(rows)), key=lambda i: rows[i][1])
+
+
+def _sorted_order(rows) -> list[int]:
+    """What the fallback's ORDER BY thread, start_ns, end_ns DESC gives."""
+    return sorted(range(len(rows)), key=lambda i: (rows[i][0], rows[i][1], -rows[i][2]))
+
+
+def _pass(rows, batch_rows: int, order=_export_order, nestable=None):
+    """Depth per row (None where not nestable) from DepthStream fed ``rows`` in ``order``, ``batch_rows`` at a time."""
+    nestable = nestable or [True] * len(rows)
+    idx = order(rows)
+    table = pa.table({"rid": idx, "thread": [rows[i][0] for i in idx], "start_ns": [rows[i][1] for i in idx],
+                      "end_ns": [rows[i][2] for i in idx], "nestable": [nestable[i] for i in idx]}, schema=_SCHEMA)
+    stream = nvtx_depth.DepthStream()
+    depth: dict[int, int | None] = {}
+    for batch in stream.batches(table.to_batches(max_chunksize=batch_rows)):
+        assert batch.schema == stream.output_schema(_SCHEMA)
+        for rid, d in zip(batch.column("rid").to_pylist(), batch.column("depth").to_pylist()):
+            assert rid not in depth, "every row comes back once"
+            depth[rid] = d
+    assert sorted(depth) == list(range(len(rows))), "every row comes back"
     return [depth[i] for i in range(len(rows))]
 
 
 @settings(max_examples=60, deadline=None)
 @given(rows=nested_threads(), batch_rows=st.sampled_from([1, 2, 3, 7, 1000]))
-def test_depth_matches_stack_walk_at_any_batch_size(rows, batch_rows, tmp_path_factory) -> None:
-    tmp_path = tmp_path_factory.mktemp("depth")
-    assert _pass(rows, tmp_path, batch_rows) == _stack_walk(rows)
+def test_depth_matches_stack_walk_in_export_order_at_any_batch_size(rows, batch_rows) -> None:
+    assert _pass(rows, batch_rows) == _stack_walk(rows)
 
 
-def test_zero_length_ranges_sharing_a_start_across_a_batch_boundary(tmp_path) -> None:
+@settings(max_examples=60, deadline=None)
+@given(rows=nested_threads(), batch_rows=st.sampled_from([1, 2, 3, 7, 1000]))
+def test_depth_matches_stack_walk_sorted_per_thread_at_any_batch_size(rows, batch_rows) -> None:
+    assert _pass(rows, batch_rows, order=_sorted_order) == _stack_walk(rows)
+
+
+def test_zero_length_ranges_sharing_a_start_across_a_batch_boundary() -> None:
     # Three ranges start at 10 on one thread: the outer [10, 50] and two zero-length marks-as-ranges. With
     # batches of 2 rows the run of equal starts is split; the held-back rows must still see each other.
     rows = [(0, 0, 100), (0, 10, 50), (0, 10, 10), (0, 10, 10), (0, 20, 30), (0, 60, 70)]
-    assert _pass(rows, tmp_path, 2) == _stack_walk(rows) == [0, 1, 2, 2, 2, 1]
+    assert _pass(rows, 2) == _stack_walk(rows) == [0, 1, 2, 2, 2, 1]
 
 
-def test_empty_input_writes_an_empty_file(tmp_path) -> None:
-    assert _pass([], tmp_path, 3) == []
+def test_the_outer_range_may_come_second_at_an_equal_start() -> None:
+    # The export may write a child before its parent when both start at the same nanosecond, even in
+    # different batches: the child is held back with the parent's start and sorted after it.
+    rows = [(0, 10, 20), (0, 10, 50), (0, 30, 40)]
+    assert _pass(rows, 1, order=lambda r: [0, 1, 2]) == [1, 0, 1]
+
+
+def test_rows_that_do_not_nest_get_no_depth_and_do_not_count() -> None:
+    rows = [(0, 0, 100), (0, 5, 5), (0, 10, 20)]  # a mark inside the range
+    assert _pass(rows, 1, nestable=[True, False, True]) == [0, None, 1]
+
+
+def test_empty_input_gives_no_rows() -> None:
+    assert _pass([], 3) == []
 
 
 @pytest.mark.parametrize("batch_rows", [1, 4])
-def test_threads_do_not_share_their_stacks(tmp_path, batch_rows) -> None:
+def test_threads_do_not_share_their_stacks(batch_rows) -> None:
     rows = [(1, 0, 100), (2, 5, 6), (1, 5, 6), (2, 0, 3)]
-    assert _pass(rows, tmp_path, batch_rows) == [0, 0, 1, 0]
+    assert _pass(rows, batch_rows) == [0, 0, 1, 0]
+
+
+@pytest.mark.parametrize("batch_rows", [1, 2])
+def test_a_thread_going_back_in_time_across_batches_is_reported(batch_rows) -> None:
+    rows = [(0, 10, 20), (0, 30, 40), (0, 5, 50)]
+    with pytest.raises(nvtx_depth.NotStartOrdered):
+        _pass(rows, batch_rows, order=lambda r: [0, 1, 2])
+
+
+def test_going_back_within_one_batch_is_sorted_out() -> None:
+    rows = [(0, 10, 20), (0, 30, 40), (0, 5, 50)]
+    assert _pass(rows, 3, order=lambda r: [0, 1, 2]) == _stack_walk(rows) == [1, 1, 0]

@@ -16,19 +16,20 @@ import contextlib
 import datetime as _dt
 import importlib.util
 import os
-import secrets
 import shutil
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection
+from typing import Collection, Iterator
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from nsight_advisor.errors import InputError
 from nsight_advisor.ingest import nsys_enums as E
-from nsight_advisor.ingest.nvtx_depth import write_depths
+from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS, DepthStream, NotStartOrdered
 from nsight_advisor.progress import Progress
 from nsight_advisor.schema.hardware import lookup_gpu
 
@@ -86,6 +87,7 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     path = Path(path)
     catalog = read_catalog(path)
     alias = f"nsys_src_{capture_id}"
+    scratch = f"nsys_scratch_{capture_id}"  # in memory, seen by every connection (a TEMP table is not)
     steps = ["gpus", "api_calls", "kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics", "captures"]
     unknown = set(defer) - set(DEFERRABLE)
     if unknown:
@@ -97,7 +99,8 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     except duckdb.Error as exc:
         _remove(private)
         raise InputError(f"{path}: cannot be opened as SQLite ({_first_line(exc)})") from None
-    ing = _Ingest(con, capture_id, catalog, alias, defer=frozenset(defer))
+    con.execute(f"ATTACH ':memory:' AS {scratch}")
+    ing = _Ingest(con, capture_id, catalog, alias, scratch, defer=frozenset(defer))
     saved, ing.memory_bounded = _bound_memory(con)
     try:
         with Progress(f"ingest {path.name}", len(steps), enabled=progress) as bar:
@@ -112,8 +115,9 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
         raise
     finally:
         ing.cleanup()
-        with contextlib.suppress(duckdb.Error):
-            con.execute(f"DETACH {alias}")
+        for name in (alias, scratch):
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DETACH {name}")
         _remove(private)
         for name, value in saved.items():
             with contextlib.suppress(duckdb.Error):
@@ -129,7 +133,7 @@ INGEST_MEMORY_LIMIT = "600MB"
 
 #: DuckDB's memory while the NVTX depth pass holds its numpy batches outside DuckDB (an on-disk store only).
 #: Measured at 10M kernels: with the ingest limit kept, that pass took the peak RSS from 0.80 to 1.03 GB.
-DEPTH_MEMORY_LIMIT = "350MB"
+DEPTH_MEMORY_LIMIT = "600MB"
 
 
 @contextlib.contextmanager
@@ -255,9 +259,9 @@ def load_sqlite_scanner(con: duckdb.DuckDBPyConnection) -> None:
 class _Ingest:
     """One export's ingest: each method fills one normalized table."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, capture_id: int, cat: ExportCatalog, alias: str, *,
-                 defer: frozenset[str] = frozenset()) -> None:
-        self.con, self.cid, self.cat, self.src = con, capture_id, cat, alias
+    def __init__(self, con: duckdb.DuckDBPyConnection, capture_id: int, cat: ExportCatalog, alias: str,
+                 scratch: str, *, defer: frozenset[str] = frozenset()) -> None:
+        self.con, self.cid, self.cat, self.src, self.scratch = con, capture_id, cat, alias, scratch
         self.tmp = f"_nsys_{capture_id}"
         self.copied: dict[str, str] = {}  # export table -> lenient temp copy (invalid UTF-8)
         self.defer = defer
@@ -293,7 +297,7 @@ class _Ingest:
             for table in tables:
                 self.copy_leniently(table)
             if "StringIds" in tables and step != "prepare":  # resolved before the copy: resolve again
-                self.con.execute(f"CREATE OR REPLACE TEMP TABLE {self.strings()} AS "
+                self.con.execute(f"CREATE OR REPLACE TABLE {self.strings()} AS "
                                  f"SELECT id, value FROM {self.t('StringIds')}")
             self.run(step)
 
@@ -364,7 +368,8 @@ class _Ingest:
                   f"dropped {source} rows with a NULL start/end, end < start, or a duration beyond 64 bits")
 
     def strings(self) -> str:
-        return f"{self.tmp}_strings"
+        """StringIds, in the scratch database: the NVTX insert reads it from a second connection."""
+        return f"{self.scratch}.strings"
 
     def enum(self, name: str) -> str:
         return f"{self.tmp}_{name.lower()}"
@@ -373,9 +378,9 @@ class _Ingest:
         """Temp tables: StringIds (resolved once) and every enum with its label and word label."""
         con = self.con
         if self.cat.has("StringIds", "id"):
-            con.execute(f"CREATE TEMP TABLE {self.strings()} AS SELECT id, value FROM {self.t('StringIds')}")
+            con.execute(f"CREATE TABLE {self.strings()} AS SELECT id, value FROM {self.t('StringIds')}")
         else:
-            con.execute(f"CREATE TEMP TABLE {self.strings()} (id BIGINT, value VARCHAR)")
+            con.execute(f"CREATE TABLE {self.strings()} (id BIGINT, value VARCHAR)")
         for enum, rows in self.cat.enums.items():
             con.execute(f"CREATE TEMP TABLE {self.enum(enum)} (id BIGINT, label VARCHAR, word VARCHAR)")
             values = [v for i, (sym, lab) in rows.items() for v in (i, lab, E.word_label(enum, sym, lab))]
@@ -599,7 +604,6 @@ class _Ingest:
         def c(column: str) -> str:
             return self.col(NVTX, column, n)
 
-        stage = f"{self.tmp}_nvtx"
         kinds = f"({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}, {E.NVTX_DOMAIN_CREATE})"
         # The span of the rows the insert below would keep (marks end where they start).
         if self.deferred("nvtx_ranges", NVTX, f"""
@@ -608,59 +612,74 @@ class _Ingest:
                   AND start IS NOT NULL
                   AND CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END >= start"""):
             return
-        # One pass over the export into a native table.
-        self.con.execute(f"""
-            CREATE TEMP TABLE {stage} AS
+        source = f"""
             SELECT {_PID.format(col=c('globalTid'))} AS pid, {_TID.format(col=c('globalTid'))} AS tid,
-                   coalesce({c('domainId')}, 0) AS domain_id, coalesce({c('text')}, ts.value) AS text,
-                   n.eventType AS event_type, n.start AS start_ns,
+                   coalesce({c('domainId')}, 0) AS domain_id, {c('text')}::VARCHAR AS text,
+                   {c('textId')}::BIGINT AS text_id, n.eventType AS event_type, n.start AS start_ns,
                    CASE WHEN n.eventType = {E.NVTX_MARK} THEN coalesce(n."end", n.start) ELSE n."end" END AS end_ns,
-                   {c('category')} AS category
-            FROM {self.t(NVTX)} n LEFT JOIN {self.strings()} ts ON ts.id = {c('textId')}
-            WHERE n.eventType IN {kinds}""")
+                   {c('category')} AS category, {c('globalTid')} AS thread
+            FROM {self.t(NVTX)} n
+            WHERE n.eventType IN {kinds}"""
+        nvtx = _NvtxStream(self.con, source, self.strings())
         try:
-            total = int(self.con.execute(
-                f"SELECT count(*) FROM {stage} WHERE event_type <> {E.NVTX_DOMAIN_CREATE}").fetchone()[0])
-            self._insert_nvtx_with_depth(stage)
-        finally:
-            self.con.execute(f"DROP TABLE IF EXISTS {stage}")
+            self._insert_nvtx(nvtx, ordered=False)  # as the export lies: nsys writes each thread in start order
+        except Exception:  # the stream's error reaches us through DuckDB and Arrow, re-wrapped
+            if not nvtx.unordered:
+                raise
+            nvtx = _NvtxStream(self.con, source, self.strings())
+            self._insert_nvtx(nvtx, ordered=True)
+        # The rows of a named domain carry 'domain N' (also the name when the export lacks its creation) until here.
+        for domain_id, name in sorted(nvtx.domains.items()):
+            if name is not None:
+                self.con.execute("UPDATE nvtx_ranges SET domain = $name WHERE capture_id = $cid AND domain = $placeholder",
+                                 {"name": name, "cid": self.cid, "placeholder": f"domain {domain_id}"})
         inserted = self.inserted("nvtx_ranges")
-        self.note("nvtx_ranges", total - inserted,
+        self.note("nvtx_ranges", nvtx.ranges - inserted,
                   "dropped NVTX_EVENTS ranges with a NULL start, an unclosed end or end < start")
         if inserted == 0:
             self.missing("nvtx_ranges", f"{NVTX} has no ranges or marks", "nsys profile --trace=nvtx")
 
-    def _insert_nvtx_with_depth(self, stage: str) -> None:
-        """Insert the staged NVTX rows with the nesting depth of push/pop ranges (see :mod:`.nvtx_depth`)."""
-        depths_file = _scratch_file(self.con, "nvtx-depth.parquet")
-        depths = f"read_parquet('{_sql_str(depths_file)}')"
+    def _insert_nvtx(self, nvtx: _NvtxStream, *, ordered: bool) -> None:
+        """Stream the NVTX rows into ``nvtx_ranges`` with the depth of push/pop ranges (see :mod:`.nvtx_depth`).
+
+        Unordered, the export is read in its own row order (kept by ``preserve_insertion_order`` while the
+        query is planned; should DuckDB not keep it, the walk notices and the caller sorts); ordered, DuckDB
+        sorts the rows per thread first. One INSERT reads the stream, so a failure leaves no rows.
+        """
         valid = "start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns"
-        try:
-            # Lowered only where the ingest bounds memory (an on-disk store, which can spill).
-            with _memory_limit(self.con, DEPTH_MEMORY_LIMIT if self.memory_bounded else None):
-                write_depths(self.con, f"""
-                    SELECT rowid AS rid, pid * 16777216 + tid AS thread, start_ns, end_ns FROM {stage}
-                    WHERE event_type = {E.NVTX_PUSH_POP} AND {valid}""", depths_file)
-            self.con.execute(f"""
-                INSERT INTO nvtx_ranges
-                WITH domains AS (
-                    SELECT domain_id, any_value(text) AS name FROM {stage}
-                    WHERE event_type = {E.NVTX_DOMAIN_CREATE} GROUP BY 1
-                )
-                SELECT $cid, v.pid, v.tid,
-                       CASE WHEN v.domain_id = 0 THEN 'Default' ELSE coalesce(d.name, 'domain ' || v.domain_id) END,
-                       v.text,
-                       CASE v.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop'
-                            WHEN {E.NVTX_START_END} THEN 'start_end' ELSE 'mark' END,
-                       v.start_ns, v.end_ns, v.end_ns - v.start_ns, dp.depth, v.category
-                FROM (SELECT rowid AS rid, * FROM {stage}
-                      WHERE event_type <> {E.NVTX_DOMAIN_CREATE} AND {valid}) v
-                LEFT JOIN domains d ON d.domain_id = v.domain_id
-                LEFT JOIN {depths} dp ON dp.rid = v.rid
-                """, {"cid": self.cid})
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(depths_file)
+        order = "ORDER BY thread, start_ns, end_ns DESC" if ordered else ""
+        # Lowered only where the ingest bounds memory (an on-disk store, which can spill): Arrow batches live
+        # outside DuckDB's limit.
+        with _memory_limit(self.con, DEPTH_MEMORY_LIMIT if self.memory_bounded else None):
+            # A second connection inserts while the first one streams the export (which may be a lenient TEMP
+            # copy, seen by the first only). Nothing else may run on the first meanwhile: a new statement there
+            # would end the stream.
+            writer = self.con.cursor()
+            keep_order = str(self.con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0])
+            try:
+                # Row order is fixed when the source is planned; the insert must not keep it (it would buffer).
+                self.con.execute("SET preserve_insertion_order = true")
+                reader = nvtx.open(f"""
+                    SELECT *, event_type = {E.NVTX_PUSH_POP} AND {valid} AS nestable FROM ({nvtx.source}) {order}""")
+                writer.execute(f"SET preserve_insertion_order = {keep_order}")  # a global setting
+                stream = DepthStream()
+                writer.register("nvtx_batches", pa.RecordBatchReader.from_batches(
+                    stream.output_schema(reader.schema), nvtx.walked(stream, reader)))
+                writer.execute(f"""
+                    INSERT INTO nvtx_ranges
+                    SELECT $cid, b.pid, b.tid,
+                           CASE WHEN b.domain_id = 0 THEN 'Default' ELSE 'domain ' || b.domain_id END,
+                           b.text,
+                           CASE b.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop'
+                                WHEN {E.NVTX_START_END} THEN 'start_end' ELSE 'mark' END,
+                           b.start_ns, b.end_ns, b.end_ns - b.start_ns, b.depth, b.category
+                    FROM nvtx_batches b
+                    WHERE {valid}""", {"cid": self.cid})
+            finally:
+                with contextlib.suppress(duckdb.Error):
+                    writer.execute(f"SET preserve_insertion_order = {keep_order}")
+                writer.close()
+                nvtx.close()
 
     def gpu_metrics(self) -> None:
         if not (self.cat.has(GPU_METRICS, "timestamp") and self.cat.has(GPU_METRICS_INFO, "metricName")):
@@ -704,21 +723,75 @@ class _Ingest:
         ])
 
 
+class _NvtxStream:
+    """One read of an export's NVTX rows for :meth:`_Ingest._insert_nvtx`.
+
+    On the way it resolves registered strings (``text_id``) into ``text``, counts the ranges and marks, takes
+    the domain-create rows out (their text names a domain) and notes whether a thread came out of start order
+    (then the rows are read again, sorted). Strings are looked up here rather than joined in SQL: a join in
+    the source would give up the export's row order, and one in the insert builds its hash table on the stream
+    (DuckDB cannot tell how long a stream is), which grew past the memory limit at 4.9M ranges.
+    """
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, source: str, strings: str) -> None:
+        self.con, self.source, self.strings = con, source, strings
+        self.ranges = 0  # rows other than domain creations
+        self.domains: dict[int, str | None] = {}  # domain id -> name
+        self.unordered = False
+        self._lookup: duckdb.DuckDBPyConnection | None = None  # a third connection: the others are busy
+        self._known: dict[int, str | None] = {}  # string id -> value, for the ids seen so far
+
+    def open(self, sql: str) -> pa.RecordBatchReader:
+        return self.con.execute(sql).to_arrow_reader(BATCH_ROWS)
+
+    def close(self) -> None:
+        if self._lookup is not None:
+            self._lookup.close()
+            self._lookup = None
+
+    def walked(self, stream: DepthStream, reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from stream.batches(self._ranges(reader))
+        except NotStartOrdered:
+            self.unordered = True
+            raise
+
+    def _ranges(self, reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            batch = self._resolved(batch)
+            domain = pc.fill_null(pc.equal(batch.column("event_type"), E.NVTX_DOMAIN_CREATE), False)
+            if pc.any(domain).as_py():
+                created = batch.filter(domain)
+                for domain_id, text in zip(created.column("domain_id").to_pylist(), created.column("text").to_pylist()):
+                    if text is not None:
+                        self.domains.setdefault(domain_id, text)
+                batch = batch.filter(pc.invert(domain))
+            self.ranges += batch.num_rows
+            yield batch
+
+    def _resolved(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` with ``text`` taken from StringIds where the export gave a string id instead."""
+        text_id = batch.column("text_id")
+        wanted = pc.filter(text_id, pc.and_(pc.is_null(batch.column("text")), pc.is_valid(text_id)))
+        if len(wanted) == 0:
+            return batch
+        new = [i for i in pc.unique(wanted).to_pylist() if i not in self._known]
+        if new:
+            if self._lookup is None:
+                self._lookup = self.con.cursor()
+            found = dict(self._lookup.execute(
+                f"SELECT id, value FROM {self.strings} WHERE id IN (SELECT unnest($ids))", {"ids": new}).fetchall())
+            self._known.update((i, found.get(i)) for i in new)
+        keys = pa.array(list(self._known), type=pa.int64())
+        values = pa.array(list(self._known.values()), type=pa.string())
+        looked_up = pc.take(values, pc.index_in(text_id, value_set=keys))
+        text = pc.coalesce(batch.column("text"), looked_up)
+        return batch.set_column(batch.schema.get_field_index("text"), "text", text)
+
+
 # Export tables with text a step reads (the ones invalid UTF-8 can hide in).
 _TEXT_TABLES = {"prepare": ("StringIds",), "gpus": (GPU_INFO,), "nvtx_ranges": (NVTX,),
                 "gpu_metrics": (GPU_METRICS_INFO,)}
-
-
-def _scratch_file(con: duckdb.DuckDBPyConnection, suffix: str) -> str:
-    """A new file name for scratch data: beside the store's file (a store build's leftovers, including this
-    file, are removed by the next build when a run is killed), else in the system's temporary folder."""
-    with contextlib.suppress(duckdb.Error):
-        db_file = con.execute("SELECT file FROM pragma_database_list WHERE name = current_database()").fetchone()
-        if db_file and db_file[0]:
-            return f"{db_file[0]}.{os.getpid()}-{secrets.token_hex(4)}.{suffix}"
-    fd, name = tempfile.mkstemp(prefix="nsight-advisor-", suffix=f".{suffix}")
-    os.close(fd)
-    return name
 
 
 def _lenient(value, type_):

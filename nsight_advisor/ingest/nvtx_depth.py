@@ -1,112 +1,130 @@
-"""Nesting depth of NVTX push/pop ranges: one sorted pass, memory bounded by a batch.
+"""Nesting depth of NVTX push/pop ranges, computed while the ranges stream into the store.
 
 Push/pop ranges on one thread nest like a stack, so a range's depth is the number of ranges on its thread that
 were opened before it (in start order; at equal starts the longer one is the outer one) and are still open at
 its start (end > its start): what a stack walk finds for properly nested ranges. tests/test_nvtx_depth.py
 checks that against a stack walk on drawn nestings, tests/test_ingest_nsys.py on the real exports.
 
-DuckDB sorts the ranges (out of core when they do not fit its memory limit) and streams them back in batches;
-each batch is counted with numpy. Why not window functions: over the 4.9M ranges of a 1M-kernel export, two
-window sorts plus an ASOF join took about 19 s of a 23 s NVTX step, and one window over opens and closes
-together 7 s; this pass takes about 2 s, because along a sorted array the opens are an index and the closes a
-binary search, not a second and third sort.
+:class:`DepthStream` takes Arrow batches and gives them back with a ``depth`` column. It needs each thread's
+ranges in start order *across* batches, in any order within one: Nsight Systems writes NVTX_EVENTS in start
+order per thread (every real export in ../shared/traces), so the export is read as it lies, with no sort, and
+the batches go straight into the store's INSERT. An export that breaks the order raises
+:class:`NotStartOrdered`; the caller then streams the rows again sorted by DuckDB (which spills to disk when they
+do not fit its memory limit). Why not SQL: over the 4.9M ranges of a 1M-kernel export, window functions (two
+sorts and an ASOF join) took about 19 s; a sort, this walk and a join back on row id 9 s; this stream about 6 s
+including the insert (docs/performance.md).
 
-Across batches the only state is ``carry``: the ends of earlier ranges on the thread that are still open after
-the batch's last start. For nested ranges it is the open stack (a handful of values), so memory stays flat in
-the export's size.
+Within a batch, each thread's ranges are sorted with numpy; the opens before a row are then its index and the
+closes before it a binary search. Between batches the state per thread is ``carry``, the ends of its ranges
+still open after its last walked start (for nested ranges the open stack: a handful of values), so memory stays
+flat in the export's size.
 """
 
 from __future__ import annotations
 
-import os
+from typing import Iterable, Iterator
 
-import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
-#: Rows per batch streamed from the sort; a batch costs about 40 bytes per row of numpy arrays.
+#: Rows per batch streamed from the export; a batch costs its Arrow columns plus about 40 bytes per row of numpy.
 BATCH_ROWS = 250_000
 
-
-def write_depths(con: duckdb.DuckDBPyConnection, ranges_sql: str, parquet_path: str | os.PathLike) -> None:
-    """Write ``rid, depth`` for every row ``ranges_sql`` returns to a Parquet file at ``parquet_path``.
-
-    ``ranges_sql`` selects ``rid, thread, start_ns, end_ns`` (thread: any BIGINT key of the range's thread).
-    The depths go to a file rather than a table because the sort is still streaming through ``con`` while
-    they are written; the caller joins the file back on ``rid`` and removes it.
-    """
-    schema = pa.schema([("rid", pa.int64()), ("depth", pa.int32())])
-    reader = con.execute(f"SELECT rid, thread, start_ns, end_ns FROM ({ranges_sql}) "
-                         f"ORDER BY thread, start_ns, end_ns DESC, rid").to_arrow_reader(BATCH_ROWS)
-    walker = _DepthWalker()
-    with pq.ParquetWriter(str(parquet_path), schema, compression="none") as out:
-        for batch in reader:
-            for rid, depth in walker.feed(batch):
-                out.write_table(pa.table({"rid": rid, "depth": depth}, schema=schema))
-        for rid, depth in walker.finish():
-            out.write_table(pa.table({"rid": rid, "depth": depth}, schema=schema))
+#: Columns every input batch carries (others pass through untouched).
+#: ``nestable``: BOOLEAN, true for a push/pop range with a valid start and end (the rows that get a depth).
+INPUT_COLUMNS = ("thread", "start_ns", "end_ns", "nestable")
 
 
-class _DepthWalker:
-    """Consumes ranges sorted by (thread, start, end desc, rid) and yields (rid, depth) arrays.
+class NotStartOrdered(Exception):
+    """Some thread's nestable ranges came out of start order across batches: sort them and stream again."""
 
-    Rows sharing the last start of a batch are held back and prepended to the next batch, so that every range
-    that might close at or before a row's start (a zero-length range at the same start) is in the same batch
-    as that row or an earlier one.
+
+class DepthStream:
+    """Adds an INT32 ``depth`` column to streamed batches: the nesting depth of nestable rows, NULL for others.
+
+    Rows come back in a different order (grouped per batch into non-nestable rows, then the walked ones), and
+    rows that share their thread's last start in a batch are held back until the next batch, since more rows at
+    that start may follow; :meth:`batches` gives every row back exactly once.
     """
 
     def __init__(self) -> None:
-        self.pending: dict[str, np.ndarray] | None = None  # held-back rows (one thread, one start)
-        self.thread: int | None = None  # thread the carry belongs to
-        self.carry = np.empty(0, dtype=np.int64)  # sorted ends of earlier ranges still open
+        self.pending: pa.Table | None = None  # held-back rows: per thread, those at its last start
+        self.carry: dict[int, np.ndarray] = {}  # thread -> sorted ends of its ranges still open
+        self.last_start: dict[int, int] = {}  # thread -> its last walked start
 
-    def feed(self, batch: pa.RecordBatch):
-        cols = {name: batch.column(name).to_numpy(zero_copy_only=False)
-                for name in ("rid", "thread", "start_ns", "end_ns")}
+    def output_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The schema of the batches :meth:`batches` yields for input batches of ``schema``."""
+        return schema.append(pa.field("depth", pa.int32()))
+
+    def batches(self, source: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Every row of ``source`` once, with its depth. Raises NotStartOrdered (see the class)."""
+        for batch in source:
+            table = pa.Table.from_batches([batch])
+            if self.pending is not None:
+                table, self.pending = pa.concat_tables([self.pending, table]), None
+            yield from self._feed(table, final=False)
         if self.pending is not None:
-            cols = {k: np.concatenate((self.pending[k], cols[k])) for k in cols}
-            self.pending = None
-        n = len(cols["rid"])
-        if n == 0:
-            return
-        # Hold back the trailing rows that share the last (thread, start): the next batch may hold more.
-        same = (cols["thread"] == cols["thread"][-1]) & (cols["start_ns"] == cols["start_ns"][-1])
-        others = np.flatnonzero(~same)  # the equal rows are the sorted batch's trailing run
-        tail = int(others[-1]) + 1 if len(others) else 0
-        if tail == 0:
-            self.pending = cols
-            return
-        if tail < n:
-            self.pending = {k: v[tail:] for k, v in cols.items()}
-            cols = {k: v[:tail] for k, v in cols.items()}
-        yield from self._walk(cols)
+            table, self.pending = self.pending, None
+            yield from self._feed(table, final=True)
 
-    def finish(self):
-        if self.pending is not None:
-            cols, self.pending = self.pending, None
-            yield from self._walk(cols)
-
-    def _walk(self, cols: dict[str, np.ndarray]):
-        thread, start, end = cols["thread"], cols["start_ns"], cols["end_ns"]
+    def _feed(self, table: pa.Table, *, final: bool) -> Iterator[pa.RecordBatch]:
+        nestable = pc.fill_null(table.column("nestable"), False).to_numpy(zero_copy_only=False)  # NULL: not nestable
+        if not nestable.all():
+            plain = table.filter(pa.array(~nestable))
+            yield from _with_depth(plain, pa.nulls(plain.num_rows, pa.int32()))
+        rows = np.flatnonzero(nestable)
+        if len(rows) == 0:
+            return
+        thread = _ints(table, "thread")[rows]
+        start = _ints(table, "start_ns")[rows]
+        end = _ints(table, "end_ns")[rows]
+        order = np.lexsort((-end, start, thread))  # per thread: start, then the longer range first
+        rows, thread, start, end = rows[order], thread[order], start[order], end[order]
         cuts = np.flatnonzero(thread[1:] != thread[:-1]) + 1
         bounds = np.concatenate(([0], cuts, [len(thread)]))
         depth = np.empty(len(thread), dtype=np.int32)
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            if thread[lo] != self.thread:
-                self.thread, self.carry = int(thread[lo]), np.empty(0, dtype=np.int64)
-            s, e = start[lo:hi], end[lo:hi]
-            ends = np.sort(e)
-            # this run's ranges opened before each row, minus those of them closed by its start ...
-            closed_before = np.searchsorted(ends, s, side="right") - _zero_length_from_here(s, e)
-            # ... plus earlier batches' ranges still open at its start (carried ends beyond it)
-            open_earlier = len(self.carry) - np.searchsorted(self.carry, s, side="right")
-            depth[lo:hi] = np.arange(hi - lo) - closed_before + open_earlier
-            # what stays open after this run's last start
-            merged = np.concatenate((self.carry, ends))
-            merged.sort()
-            self.carry = merged[merged > s[-1]]
-        yield cols["rid"], depth
+        walked = np.ones(len(thread), dtype=bool)
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            key = int(thread[lo])
+            if key in self.last_start and start[lo] <= self.last_start[key]:
+                raise NotStartOrdered(f"thread {key}: a range starting at {start[lo]} came after one at "
+                                      f"{self.last_start[key]}")
+            if not final:  # hold back the rows at this thread's last start: the next batch may hold more
+                held = int(np.searchsorted(start[lo:hi], start[hi - 1], side="left"))
+                walked[lo + held:hi] = False
+                hi = lo + held
+                if hi == lo:
+                    continue
+            depth[lo:hi] = self._walk(key, start[lo:hi], end[lo:hi])
+        if not walked.all():
+            self.pending = table.take(pa.array(rows[~walked]))
+        if walked.any():
+            yield from _with_depth(table.take(pa.array(rows[walked])), pa.array(depth[walked], type=pa.int32()))
+
+    def _walk(self, key: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Depths of one thread's ranges (sorted by start, longer first), updating its carry."""
+        carry = self.carry.get(key, np.empty(0, dtype=np.int64))
+        ends = np.sort(end)
+        # ranges of this run opened before each row, minus those of them closed by its start ...
+        closed_before = np.searchsorted(ends, start, side="right") - _zero_length_from_here(start, end)
+        # ... plus earlier batches' ranges still open at its start (carried ends beyond it)
+        open_earlier = len(carry) - np.searchsorted(carry, start, side="right")
+        depth = (np.arange(len(start)) - closed_before + open_earlier).astype(np.int32)
+        # what stays open after this run's last start
+        merged = np.concatenate((carry, ends))
+        merged.sort()
+        self.carry[key] = merged[merged > start[-1]]
+        self.last_start[key] = int(start[-1])
+        return depth
+
+
+def _ints(table: pa.Table, name: str) -> np.ndarray:
+    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _with_depth(table: pa.Table, depth: pa.Array) -> Iterator[pa.RecordBatch]:
+    yield from table.append_column("depth", depth).combine_chunks().to_batches()
 
 
 def _zero_length_from_here(start: np.ndarray, end: np.ndarray) -> np.ndarray:
