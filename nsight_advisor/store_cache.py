@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
 
-from nsight_advisor import SCHEMA_VERSION
+from nsight_advisor import SCHEMA_VERSION, sql_params
 from nsight_advisor.errors import InputError
 
 try:
@@ -98,8 +98,9 @@ def open_if_current(store_path: Path, paths: Sequence[Path], *, keyed: bool,
             ok = con.execute("SELECT count(*) FROM captures").fetchone()[0] == len(paths)
         else:
             ok = _holds_exactly(con, paths) and _schema_is_current(con)
-        ok = ok and not con.execute("SELECT count(*) FROM capture_deferred WHERE NOT list_contains($ok::VARCHAR[], data)",
-                                    {"ok": sorted(may_lack)}).fetchone()[0]
+        ok = ok and not sql_params.execute(
+            con, "SELECT count(*) FROM capture_deferred WHERE NOT list_contains($ok::VARCHAR[], data)",
+            {"ok": sorted(may_lack)}).fetchone()[0]
     except duckdb.Error:
         ok = False
     if not ok:

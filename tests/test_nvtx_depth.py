@@ -136,3 +136,37 @@ def test_a_thread_going_back_in_time_across_batches_is_reported(batch_rows) -> N
 def test_going_back_within_one_batch_is_sorted_out() -> None:
     rows = [(0, 10, 20), (0, 30, 40), (0, 5, 50)]
     assert _pass(rows, 3, order=lambda r: [0, 1, 2]) == _stack_walk(rows) == [1, 1, 0]
+
+
+def test_prefetched_gives_every_batch_in_order() -> None:
+    batches = [pa.record_batch([pa.array([i])], names=["x"]) for i in range(10)]
+    assert [b.column(0)[0].as_py() for b in nvtx_depth.prefetched(iter(batches), ahead=2)] == list(range(10))
+
+
+def test_prefetched_raises_the_producers_error() -> None:
+    def broken():
+        yield pa.record_batch([pa.array([1])], names=["x"])
+        raise nvtx_depth.NotStartOrdered("thread 1")
+
+    got = []
+    with pytest.raises(nvtx_depth.NotStartOrdered):
+        for batch in nvtx_depth.prefetched(broken()):
+            got.append(batch)
+    assert len(got) == 1
+
+
+def test_a_consumer_that_stops_early_stops_the_producer() -> None:
+    import threading
+
+    produced = []
+
+    def endless():
+        while True:
+            produced.append(1)
+            yield pa.record_batch([pa.array([len(produced)])], names=["x"])
+
+    stream = nvtx_depth.prefetched(endless(), ahead=2)
+    next(stream)
+    stream.close()  # what DuckDB's insert failing does to the Arrow stream
+    assert not any(t.name == "nvtx-depth" for t in threading.enumerate())
+    assert len(produced) <= 4  # one consumed, two queued, one waiting to be queued

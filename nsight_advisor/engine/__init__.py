@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from nsight_advisor import sql_params
 from nsight_advisor.engine.model import AnalysisResult, Outcome, severity_rank
 
 if TYPE_CHECKING:
@@ -114,10 +115,11 @@ def read_captures(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
     if not ids:
         return []
     cols = ", ".join(CAPTURE_COLUMNS)
-    rows = con.execute(f"select {cols} from captures where capture_id in (select unnest(?::integer[]))",
+    rows = sql_params.execute(con, f"select {cols} from captures where capture_id in (select unnest(?::integer[]))",
                        [ids]).fetchall()
     by_id = {r[0]: dict(zip(CAPTURE_COLUMNS, r)) for r in rows}
-    gpus = con.execute(
+    gpus = sql_params.execute(
+        con,
         "select capture_id, device_id, name, sm_count, compute_capability from gpus "
         "where capture_id in (select unnest(?::integer[])) order by capture_id, device_id", [ids]).fetchall()
     out = []

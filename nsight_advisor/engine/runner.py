@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from nsight_advisor import sql_params
 from nsight_advisor.catalog import get_principle
 from nsight_advisor.engine.model import Finding, PrincipleRef, severity_rank
 from nsight_advisor.engine.rules import Rule, query_params
@@ -79,7 +80,7 @@ def _missing_requirement(con, rule: Rule, capture_id: int) -> CaptureResult | No
         else:
             sql, args = "select 1 from gpu_metrics where capture_id = ? and metric = ? limit 1", [capture_id, req.value]
         try:
-            present = con.execute(sql, args).fetchone() is not None
+            present = sql_params.execute(con, sql, args).fetchone() is not None
         except duckdb.Error as exc:
             raise RuleRunError(f"checking requirement {req.describe()} failed: {_first_lines(exc)}") from None
         if not present:
@@ -93,7 +94,7 @@ def _missing_requirement(con, rule: Rule, capture_id: int) -> CaptureResult | No
 
 def _capture_missing_note(con, capture_id: int, data: str) -> str:
     try:
-        row = con.execute("select reason from capture_missing where capture_id = ? and data = ? limit 1",
+        row = sql_params.execute(con, "select reason from capture_missing where capture_id = ? and data = ? limit 1",
                           [capture_id, data]).fetchone()
     except duckdb.Error:
         return ""
@@ -149,7 +150,7 @@ def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int)
     started = time.monotonic()
     timer.start()
     try:
-        cur.execute(sql, params)
+        sql_params.execute(cur, sql, params)
         columns = [d[0] for d in cur.description]
         rows = cur.fetchmany(max_rows)
     except duckdb.InterruptException:

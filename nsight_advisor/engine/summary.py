@@ -24,6 +24,8 @@ from typing import Any, Sequence
 
 import duckdb
 
+from nsight_advisor import sql_params
+
 TOP_KERNELS = 10
 UTILIZATION_BINS = 120
 MAX_GPUS_LISTED = 16
@@ -48,8 +50,9 @@ def build_summary(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
     ids = [int(i) for i in capture_ids]
     if not ids:
         return {"captures": [], "top_kernels": [], "categories": [], "utilization": [], "roofline": None}
-    con.execute("CREATE OR REPLACE TEMP TABLE _summary_ids AS SELECT unnest($ids::INTEGER[]) AS capture_id",
-                {"ids": ids})
+    # ints written into the SQL (CREATE ... AS cannot be prepared; see nsight_advisor.sql_params)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _summary_ids AS SELECT unnest([{', '.join(map(str, ids))}]::INTEGER[]) "
+                "AS capture_id")
     errors: list[str] = []
 
     def guarded(part: str, compute, default):
@@ -79,21 +82,24 @@ def build_summary(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> list[dict[str, Any]]:
-    rel = con.execute(sql, params or {})
+    rel = sql_params.execute(con, sql, params)
     cols = [d[0] for d in rel.description]
     return [dict(zip(cols, r)) for r in rel.fetchall()]
 
 
 def _relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(con.execute(
+    return bool(sql_params.execute(
+        con,
         "select count(*) from duckdb_views() where view_name = $n and not internal", {"n": name}
-    ).fetchone()[0] or con.execute(
+    ).fetchone()[0] or sql_params.execute(
+        con,
         "select count(*) from duckdb_tables() where table_name = $n", {"n": name}
     ).fetchone()[0])
 
 
 def _columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
-    return [r[0] for r in con.execute(
+    return [r[0] for r in sql_params.execute(
+        con,
         "select column_name from duckdb_columns() where table_name = $n", {"n": name}
     ).fetchall()]
 
@@ -244,7 +250,7 @@ def _category_case() -> str:
 
 
 def _macro_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(con.execute("select count(*) from duckdb_functions() where function_name = $n", {"n": name}).fetchone()[0])
+    return bool(sql_params.execute(con, "select count(*) from duckdb_functions() where function_name = $n", {"n": name}).fetchone()[0])
 
 
 def _categories(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -326,7 +332,7 @@ def _utilization(con: duckdb.DuckDBPyConnection, captures: list[dict[str, Any]])
         # Most islands fall inside one bin and are summed by bin index; only those spanning bins are split.
         params = {"start_ns": start_ns, "bin_ns": bin_ns, "n_bins": n_bins, "cid": cid}
         busy_ns = [0.0] * n_bins
-        for b, v in con.execute("""
+        for b, v in sql_params.execute(con, """
             with i as (
                 select start_ns, end_ns, (start_ns - $start_ns) // $bin_ns as b0, (end_ns - 1 - $start_ns) // $bin_ns as b1
                 from _summary_islands where capture_id = $cid

@@ -27,9 +27,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nsight_advisor import sql_params
 from nsight_advisor.errors import InputError
 from nsight_advisor.ingest import nsys_enums as E
-from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS, DepthStream, NotStartOrdered
+from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS, DepthStream, NotStartOrdered, prefetched
 from nsight_advisor.progress import Progress
 from nsight_advisor.schema.hardware import lookup_gpu
 
@@ -133,7 +134,7 @@ INGEST_MEMORY_LIMIT = "600MB"
 
 #: DuckDB's memory while the NVTX depth pass holds its numpy batches outside DuckDB (an on-disk store only).
 #: Measured at 10M kernels: with the ingest limit kept, that pass took the peak RSS from 0.80 to 1.03 GB.
-DEPTH_MEMORY_LIMIT = "600MB"
+DEPTH_MEMORY_LIMIT = "350MB"
 
 
 @contextlib.contextmanager
@@ -272,9 +273,9 @@ class _Ingest:
         """True when ``table`` is deferred: record it, the rows of its ``source`` table and their span."""
         if table not in self.defer:
             return False
-        self.con.execute("INSERT INTO capture_deferred VALUES (?, ?, ?)",
+        self.sql("INSERT INTO capture_deferred VALUES (?, ?, ?)",
                          [self.cid, table, self.cat.counts.get(source)])
-        self.deferred_spans.append(self.con.execute(span_sql).fetchone())
+        self.deferred_spans.append(self.sql(span_sql).fetchone())
         return True
 
     # helpers -------------------------------------------------------------------------------------
@@ -297,7 +298,7 @@ class _Ingest:
             for table in tables:
                 self.copy_leniently(table)
             if "StringIds" in tables and step != "prepare":  # resolved before the copy: resolve again
-                self.con.execute(f"CREATE OR REPLACE TABLE {self.strings()} AS "
+                self.sql(f"CREATE OR REPLACE TABLE {self.strings()} AS "
                                  f"SELECT id, value FROM {self.t('StringIds')}")
             self.run(step)
 
@@ -336,9 +337,9 @@ class _Ingest:
                 self.con.register(view, pa.table(arrays, schema=schema))
                 try:
                     if created:
-                        self.con.execute(f"INSERT INTO {name} SELECT * FROM {view}")
+                        self.sql(f"INSERT INTO {name} SELECT * FROM {view}")
                     else:
-                        self.con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM {view}")
+                        self.sql(f"CREATE TEMP TABLE {name} AS SELECT * FROM {view}")
                         created = True
                 finally:
                     self.con.unregister(view)
@@ -353,19 +354,23 @@ class _Ingest:
         return f'{alias}."{column}"' if self.cat.has(table, column) else default
 
     def missing(self, data: str, reason: str, option: str) -> None:
-        self.con.execute("INSERT INTO capture_missing VALUES (?, ?, ?, ?)", [self.cid, data, reason, option])
+        self.sql("INSERT INTO capture_missing VALUES (?, ?, ?, ?)", [self.cid, data, reason, option])
 
     def note(self, data: str, rows: int, note: str) -> None:
         if rows:
-            self.con.execute("INSERT INTO ingest_notes VALUES (?, ?, ?, ?)", [self.cid, data, rows, note])
+            self.sql("INSERT INTO ingest_notes VALUES (?, ?, ?, ?)", [self.cid, data, rows, note])
 
     def inserted(self, table: str) -> int:
-        return int(self.con.execute(f"SELECT count(*) FROM {table} WHERE capture_id = ?", [self.cid]).fetchone()[0])
+        return int(self.sql(f"SELECT count(*) FROM {table} WHERE capture_id = ?", [self.cid]).fetchone()[0])
 
     def dropped_note(self, table: str, source: str) -> None:
         total = self.cat.counts.get(source, 0)
         self.note(table, total - self.inserted(table),
                   f"dropped {source} rows with a NULL start/end, end < start, or a duration beyond 64 bits")
+
+    def sql(self, sql: str, params=None) -> duckdb.DuckDBPyConnection:
+        """``self.con.execute`` with parameters as literals (see :mod:`nsight_advisor.sql_params`)."""
+        return sql_params.execute(self.con, sql, params)
 
     def strings(self) -> str:
         """StringIds, in the scratch database: the NVTX insert reads it from a second connection."""
@@ -385,14 +390,14 @@ class _Ingest:
             con.execute(f"CREATE TEMP TABLE {self.enum(enum)} (id BIGINT, label VARCHAR, word VARCHAR)")
             values = [v for i, (sym, lab) in rows.items() for v in (i, lab, E.word_label(enum, sym, lab))]
             if values:  # one statement: executemany costs a round trip per row
-                con.execute(f"INSERT INTO {self.enum(enum)} VALUES " + ", ".join(["(?, ?, ?)"] * (len(values) // 3)),
+                self.sql(f"INSERT INTO {self.enum(enum)} VALUES " + ", ".join(["(?, ?, ?)"] * (len(values) // 3)),
                             values)
 
     def cleanup(self) -> None:
         names = [self.strings(), *(self.enum(e) for e in self.cat.enums), *self.copied.values()]
         for name in names:
             with contextlib.suppress(duckdb.Error):
-                self.con.execute(f"DROP TABLE IF EXISTS {name}")
+                self.sql(f"DROP TABLE IF EXISTS {name}")
 
     def _valid(self, a: str) -> str:
         return (f'{a}.start IS NOT NULL AND {a}."end" IS NOT NULL AND {a}."end" >= {a}.start '
@@ -429,7 +434,7 @@ class _Ingest:
                              None, None, None, None, None)
 
     def _gpu_rows(self, c, shmem_block: str, g: str) -> list[tuple]:
-        rows = self.con.execute(f"""
+        rows = self.sql(f"""
             SELECT {g}.id, {c('name')}, {c('chipName')}, {c('smCount')}, {c('computeMajor')}, {c('computeMinor')},
                    {c('totalMemory')}, {c('l2CacheSize')}, {c('clockRate')}, {c('memoryBandwidth')},
                    {c('maxWarpsPerSm')}, {c('maxBlocksPerSm')}, {c('maxThreadsPerBlock')}, {c('maxRegistersPerSm')},
@@ -448,7 +453,7 @@ class _Ingest:
         spec = lookup_gpu(name)
         cc = f"{cc_major}.{cc_minor}" if cc_major is not None and cc_minor is not None else None
         bandwidth = bandwidth if bandwidth else (spec.dram_bytes_per_s if spec else None)
-        self.con.execute("INSERT INTO gpus VALUES (" + ", ".join(["?"] * 24) + ")", [
+        self.sql("INSERT INTO gpus VALUES (" + ", ".join(["?"] * 24) + ")", [
             self.cid, dev, name, chip, sm_count, cc, cc_major, cc_minor, total_mem, l2, clock, bandwidth,
             warps_sm, blocks_sm, threads_block, regs_sm, regs_block, shmem_sm, shmem_block, warp_size,
             spec.fp32_flops_per_s if spec else None, spec.fp16_tensor_flops_per_s if spec else None,
@@ -461,7 +466,7 @@ class _Ingest:
             return
         r = "r"
         event_class = self.col(RUNTIME, "eventClass", r)
-        self.con.execute(f"""
+        self.sql(f"""
             INSERT INTO api_calls
             SELECT ?, {_PID.format(col='r.globalTid')}, {_TID.format(col='r.globalTid')}, r.correlationId,
                    s.value, s.base_name,
@@ -494,7 +499,7 @@ class _Ingest:
         # tid: from the launching API call (same correlation id and process); one row per (pid, corr). Only calls
         # named *Launch* (cudaLaunchKernel*, cuLaunchKernel*, cudaGraphLaunch, cuGraphLaunch, ...) can launch a
         # kernel: reading only those halves the lookup (measured: 3.5 -> 2.7 s at 1M kernels; it spills at 10M).
-        self.con.execute(f"""
+        self.sql(f"""
             INSERT INTO kernels
             WITH launcher AS (
                 SELECT pid, correlation_id, min(tid) AS tid FROM api_calls
@@ -545,7 +550,7 @@ class _Ingest:
 
         oper, kind, mig = (self.enum(e) for e in ("ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND",
                                                    "ENUM_CUDA_UNIF_MEM_MIGRATION"))
-        self.con.execute(f"""
+        self.sql(f"""
             INSERT INTO memcpys
             SELECT ?, {_I32.format(col=c('deviceId'))}, {_I32.format(col=c('contextId'))}, {_I32.format(col=c('streamId'))}, {_PID.format(col=c('globalPid'))},
                    {c('correlationId')}, m.start, m."end", m."end" - m.start, {c('bytes')},
@@ -568,7 +573,7 @@ class _Ingest:
             return self.col(MEMSET, column, m)
 
         kind = self.enum("ENUM_CUDA_MEM_KIND")
-        self.con.execute(f"""
+        self.sql(f"""
             INSERT INTO memsets
             SELECT ?, {_I32.format(col=c('deviceId'))}, {_I32.format(col=c('contextId'))}, {_I32.format(col=c('streamId'))}, {_PID.format(col=c('globalPid'))},
                    {c('correlationId')}, m.start, m."end", m."end" - m.start, {c('bytes')}, mk.word, {c('value')}
@@ -587,7 +592,7 @@ class _Ingest:
 
         # nsys 2025.x+ moved older reports' codes to deprecatedSyncType.
         code = f"coalesce({c('syncType')}, {c('deprecatedSyncType')})"
-        self.con.execute(f"""
+        self.sql(f"""
             INSERT INTO syncs
             SELECT ?, {_I32.format(col=c('deviceId'))}, {_I32.format(col=c('contextId'))}, {_I32.format(col=c('streamId'))}, {_PID.format(col=c('globalPid'))},
                    {c('correlationId')}, coalesce(st.word, 'unknown'), s.start, s."end", s."end" - s.start, {c('eventId')}
@@ -631,7 +636,7 @@ class _Ingest:
         # The rows of a named domain carry 'domain N' (also the name when the export lacks its creation) until here.
         for domain_id, name in sorted(nvtx.domains.items()):
             if name is not None:
-                self.con.execute("UPDATE nvtx_ranges SET domain = $name WHERE capture_id = $cid AND domain = $placeholder",
+                self.sql("UPDATE nvtx_ranges SET domain = $name WHERE capture_id = $cid AND domain = $placeholder",
                                  {"name": name, "cid": self.cid, "placeholder": f"domain {domain_id}"})
         inserted = self.inserted("nvtx_ranges")
         self.note("nvtx_ranges", nvtx.ranges - inserted,
@@ -655,16 +660,18 @@ class _Ingest:
             # copy, seen by the first only). Nothing else may run on the first meanwhile: a new statement there
             # would end the stream.
             writer = self.con.cursor()
-            keep_order = str(self.con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()[0])
+            keep_order = str(self.sql("SELECT current_setting('preserve_insertion_order')").fetchone()[0])
+            batches = None
             try:
                 # Row order is fixed when the source is planned; the insert must not keep it (it would buffer).
-                self.con.execute("SET preserve_insertion_order = true")
+                self.sql("SET preserve_insertion_order = true")
                 reader = nvtx.open(f"""
                     SELECT *, event_type = {E.NVTX_PUSH_POP} AND {valid} AS nestable FROM ({nvtx.source}) {order}""")
                 writer.execute(f"SET preserve_insertion_order = {keep_order}")  # a global setting
                 stream = DepthStream()
+                batches = prefetched(nvtx.walked(stream, reader))  # read and walked while the batch before is written
                 writer.register("nvtx_batches", pa.RecordBatchReader.from_batches(
-                    stream.output_schema(reader.schema), nvtx.walked(stream, reader)))
+                    stream.output_schema(reader.schema), batches))
                 writer.execute(f"""
                     INSERT INTO nvtx_ranges
                     SELECT $cid, b.pid, b.tid,
@@ -676,6 +683,8 @@ class _Ingest:
                     FROM nvtx_batches b
                     WHERE {valid}""", {"cid": self.cid})
             finally:
+                if batches is not None:
+                    batches.close()  # the reading thread is done with the first connection before it is used again
                 with contextlib.suppress(duckdb.Error):
                     writer.execute(f"SET preserve_insertion_order = {keep_order}")
                 writer.close()
@@ -691,7 +700,7 @@ class _Ingest:
                 WHERE EXISTS (SELECT 1 FROM {self.t(GPU_METRICS_INFO)} i
                               WHERE i.typeId = g.typeId AND i.metricId = g.metricId)"""):
             return
-        self.con.execute(f"""
+        self.sql(f"""
             INSERT INTO gpu_metrics
             SELECT ?, (g.typeId & 255)::INTEGER, g.timestamp, i.metricName, g.value::DOUBLE
             FROM {self.t(GPU_METRICS)} g
@@ -703,7 +712,7 @@ class _Ingest:
 
     def captures(self) -> None:
         path = self.cat.path
-        span = self.con.execute("""
+        span = self.sql("""
             SELECT min(s), max(e) FROM (
                 SELECT min(start_ns) s, max(end_ns) e FROM kernels WHERE capture_id = $cid UNION ALL
                 SELECT min(start_ns), max(end_ns) FROM api_calls WHERE capture_id = $cid UNION ALL
@@ -716,7 +725,7 @@ class _Ingest:
         ends = [v for v in (span[1], *(d[1] for d in self.deferred_spans)) if v is not None]
         start, end = (min(starts) if starts else None), (max(ends) if ends else None)
         st = path.stat()
-        self.con.execute("INSERT INTO captures VALUES (?, ?, ?, ?, ?, 'nsys-sqlite', 'nsys', ?, ?, ?, ?, ?, ?)", [
+        self.sql("INSERT INTO captures VALUES (?, ?, ?, ?, ?, 'nsys-sqlite', 'nsys', ?, ?, ?, ?, ?, ?)", [
             self.cid, str(path.resolve()), path.name, st.st_size, st.st_mtime_ns, self.cat.tool_version,
             self.cat.schema_version, start, end, (end - start) if start is not None and end is not None else None,
             _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),
@@ -779,8 +788,8 @@ class _NvtxStream:
         if new:
             if self._lookup is None:
                 self._lookup = self.con.cursor()
-            found = dict(self._lookup.execute(
-                f"SELECT id, value FROM {self.strings} WHERE id IN (SELECT unnest($ids))", {"ids": new}).fetchall())
+            ids = ", ".join(str(int(i)) for i in new)
+            found = dict(self._lookup.execute(f"SELECT id, value FROM {self.strings} WHERE id IN ({ids})").fetchall())
             self._known.update((i, found.get(i)) for i in new)
         keys = pa.array(list(self._known), type=pa.int64())
         values = pa.array(list(self._known.values()), type=pa.string())

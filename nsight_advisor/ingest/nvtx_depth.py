@@ -22,6 +22,9 @@ flat in the export's size.
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import threading
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -43,9 +46,8 @@ class NotStartOrdered(Exception):
 class DepthStream:
     """Adds an INT32 ``depth`` column to streamed batches: the nesting depth of nestable rows, NULL for others.
 
-    Rows come back in a different order (grouped per batch into non-nestable rows, then the walked ones), and
-    rows that share their thread's last start in a batch are held back until the next batch, since more rows at
-    that start may follow; :meth:`batches` gives every row back exactly once.
+    Rows that share their thread's last start in a batch are held back until the next batch, since more rows at
+    that start may follow; otherwise rows come back in their order. :meth:`batches` gives every row back once.
     """
 
     def __init__(self) -> None:
@@ -70,37 +72,35 @@ class DepthStream:
 
     def _feed(self, table: pa.Table, *, final: bool) -> Iterator[pa.RecordBatch]:
         nestable = pc.fill_null(table.column("nestable"), False).to_numpy(zero_copy_only=False)  # NULL: not nestable
-        if not nestable.all():
-            plain = table.filter(pa.array(~nestable))
-            yield from _with_depth(plain, pa.nulls(plain.num_rows, pa.int32()))
         rows = np.flatnonzero(nestable)
-        if len(rows) == 0:
-            return
-        thread = _ints(table, "thread")[rows]
-        start = _ints(table, "start_ns")[rows]
-        end = _ints(table, "end_ns")[rows]
-        order = np.lexsort((-end, start, thread))  # per thread: start, then the longer range first
-        rows, thread, start, end = rows[order], thread[order], start[order], end[order]
-        cuts = np.flatnonzero(thread[1:] != thread[:-1]) + 1
-        bounds = np.concatenate(([0], cuts, [len(thread)]))
-        depth = np.empty(len(thread), dtype=np.int32)
-        walked = np.ones(len(thread), dtype=bool)
-        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            key = int(thread[lo])
-            if key in self.last_start and start[lo] <= self.last_start[key]:
-                raise NotStartOrdered(f"thread {key}: a range starting at {start[lo]} came after one at "
-                                      f"{self.last_start[key]}")
-            if not final:  # hold back the rows at this thread's last start: the next batch may hold more
-                held = int(np.searchsorted(start[lo:hi], start[hi - 1], side="left"))
-                walked[lo + held:hi] = False
-                hi = lo + held
-                if hi == lo:
-                    continue
-            depth[lo:hi] = self._walk(key, start[lo:hi], end[lo:hi])
-        if not walked.all():
-            self.pending = table.take(pa.array(rows[~walked]))
-        if walked.any():
-            yield from _with_depth(table.take(pa.array(rows[walked])), pa.array(depth[walked], type=pa.int32()))
+        depth = np.zeros(table.num_rows, dtype=np.int32)
+        keep = np.ones(table.num_rows, dtype=bool)  # rows given back now (the others are held back)
+        if len(rows):
+            thread = _ints(table, "thread")[rows]
+            start = _ints(table, "start_ns")[rows]
+            end = _ints(table, "end_ns")[rows]
+            order = np.lexsort((-end, start, thread))  # per thread: start, then the longer range first
+            rows, thread, start, end = rows[order], thread[order], start[order], end[order]
+            cuts = np.flatnonzero(thread[1:] != thread[:-1]) + 1
+            bounds = np.concatenate(([0], cuts, [len(thread)]))
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                key = int(thread[lo])
+                if key in self.last_start and start[lo] <= self.last_start[key]:
+                    raise NotStartOrdered(f"thread {key}: a range starting at {start[lo]} came after one at "
+                                          f"{self.last_start[key]}")
+                if not final:  # hold back the rows at this thread's last start: the next batch may hold more
+                    held = lo + int(np.searchsorted(start[lo:hi], start[hi - 1], side="left"))
+                    keep[rows[held:hi]] = False
+                    hi = held
+                if hi > lo:
+                    depth[rows[lo:hi]] = self._walk(key, start[lo:hi], end[lo:hi])
+        if not keep.all():
+            self.pending = table.filter(pa.array(~keep))
+            table, depth, nestable = table.filter(pa.array(keep)), depth[keep], nestable[keep]
+        if table.num_rows:
+            # in the input's order: a filter copies less than reordering the rows would
+            column = pa.array(depth, type=pa.int32(), mask=~nestable)
+            yield from table.append_column("depth", column).combine_chunks().to_batches()
 
     def _walk(self, key: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Depths of one thread's ranges (sorted by start, longer first), updating its carry."""
@@ -119,12 +119,52 @@ class DepthStream:
         return depth
 
 
+def prefetched(batches: Iterator[pa.RecordBatch], ahead: int = 2) -> Iterator[pa.RecordBatch]:
+    """``batches``, produced on a thread of their own up to ``ahead`` batches in advance.
+
+    The producer reads the export and walks the depths while the consumer (DuckDB's insert, pulling through
+    Arrow) writes the batch before: with the GIL released in DuckDB and numpy, the two overlap. An error on
+    either side ends both: the producer's is raised here, and a consumer that stops pulling stops the producer.
+    """
+    items: queue.Queue = queue.Queue(maxsize=ahead)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                while not stop.is_set():
+                    try:
+                        items.put(batch, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put(done)
+        except BaseException as exc:  # handed to the consumer, which raises it
+            items.put(exc)
+
+    worker = threading.Thread(target=produce, name="nvtx-depth", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = items.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a producer waiting on a full queue, then wait for it
+            with contextlib.suppress(queue.Empty):
+                items.get(timeout=0.1)
+        worker.join()
+
+
 def _ints(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)
-
-
-def _with_depth(table: pa.Table, depth: pa.Array) -> Iterator[pa.RecordBatch]:
-    yield from table.append_column("depth", depth).combine_chunks().to_batches()
 
 
 def _zero_length_from_here(start: np.ndarray, end: np.ndarray) -> np.ndarray:
