@@ -274,7 +274,7 @@ class _Ingest:
         if table not in self.defer:
             return False
         self.sql("INSERT INTO capture_deferred VALUES (?, ?, ?)",
-                         [self.cid, table, self.cat.counts.get(source)])
+                 [self.cid, table, self.cat.counts.get(source)])
         self.deferred_spans.append(self.sql(span_sql).fetchone())
         return True
 
@@ -299,7 +299,7 @@ class _Ingest:
                 self.copy_leniently(table)
             if "StringIds" in tables and step != "prepare":  # resolved before the copy: resolve again
                 self.sql(f"CREATE OR REPLACE TABLE {self.strings()} AS "
-                                 f"SELECT id, value FROM {self.t('StringIds')}")
+                         f"SELECT id, value FROM {self.t('StringIds')}")
             self.run(step)
 
     def copy_leniently(self, table: str) -> None:
@@ -373,7 +373,8 @@ class _Ingest:
         return sql_params.execute(self.con, sql, params)
 
     def strings(self) -> str:
-        """StringIds, in the scratch database: the NVTX insert reads it from a second connection."""
+        """StringIds, in the scratch database: seen by every connection (the NVTX stream looks strings up from
+        a connection of its own)."""
         return f"{self.scratch}.strings"
 
     def enum(self, name: str) -> str:
@@ -391,7 +392,7 @@ class _Ingest:
             values = [v for i, (sym, lab) in rows.items() for v in (i, lab, E.word_label(enum, sym, lab))]
             if values:  # one statement: executemany costs a round trip per row
                 self.sql(f"INSERT INTO {self.enum(enum)} VALUES " + ", ".join(["(?, ?, ?)"] * (len(values) // 3)),
-                            values)
+                         values)
 
     def cleanup(self) -> None:
         names = [self.strings(), *(self.enum(e) for e in self.cat.enums), *self.copied.values()]
@@ -617,12 +618,11 @@ class _Ingest:
                   AND start IS NOT NULL
                   AND CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END >= start"""):
             return
+        # The columns as they lie (each one costs on the way through Arrow): the insert derives the rest.
         source = f"""
-            SELECT {_PID.format(col=c('globalTid'))} AS pid, {_TID.format(col=c('globalTid'))} AS tid,
-                   coalesce({c('domainId')}, 0) AS domain_id, {c('text')}::VARCHAR AS text,
+            SELECT {c('globalTid')} AS thread, {c('domainId')} AS domain_id, {c('text')}::VARCHAR AS text,
                    {c('textId')}::BIGINT AS text_id, n.eventType AS event_type, n.start AS start_ns,
-                   CASE WHEN n.eventType = {E.NVTX_MARK} THEN coalesce(n."end", n.start) ELSE n."end" END AS end_ns,
-                   {c('category')} AS category, {c('globalTid')} AS thread
+                   n."end" AS end_ns, {c('category')} AS category
             FROM {self.t(NVTX)} n
             WHERE n.eventType IN {kinds}"""
         nvtx = _NvtxStream(self.con, source, self.strings())
@@ -637,7 +637,7 @@ class _Ingest:
         for domain_id, name in sorted(nvtx.domains.items()):
             if name is not None:
                 self.sql("UPDATE nvtx_ranges SET domain = $name WHERE capture_id = $cid AND domain = $placeholder",
-                                 {"name": name, "cid": self.cid, "placeholder": f"domain {domain_id}"})
+                         {"name": name, "cid": self.cid, "placeholder": f"domain {domain_id}"})
         inserted = self.inserted("nvtx_ranges")
         self.note("nvtx_ranges", nvtx.ranges - inserted,
                   "dropped NVTX_EVENTS ranges with a NULL start, an unclosed end or end < start")
@@ -665,22 +665,23 @@ class _Ingest:
             try:
                 # Row order is fixed when the source is planned; the insert must not keep it (it would buffer).
                 self.sql("SET preserve_insertion_order = true")
-                reader = nvtx.open(f"""
-                    SELECT *, event_type = {E.NVTX_PUSH_POP} AND {valid} AS nestable FROM ({nvtx.source}) {order}""")
+                reader = nvtx.open(f"{nvtx.source} {order}")
                 writer.execute(f"SET preserve_insertion_order = {keep_order}")  # a global setting
                 stream = DepthStream()
                 batches = prefetched(nvtx.walked(stream, reader))  # read and walked while the batch before is written
                 writer.register("nvtx_batches", pa.RecordBatchReader.from_batches(
-                    stream.output_schema(reader.schema), batches))
+                    stream.output_schema(nvtx.schema(reader)), batches))
                 writer.execute(f"""
                     INSERT INTO nvtx_ranges
-                    SELECT $cid, b.pid, b.tid,
-                           CASE WHEN b.domain_id = 0 THEN 'Default' ELSE 'domain ' || b.domain_id END,
+                    SELECT $cid, {_PID.format(col='b.thread')}, {_TID.format(col='b.thread')},
+                           CASE WHEN coalesce(b.domain_id, 0) = 0 THEN 'Default' ELSE 'domain ' || b.domain_id END,
                            b.text,
                            CASE b.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop'
                                 WHEN {E.NVTX_START_END} THEN 'start_end' ELSE 'mark' END,
                            b.start_ns, b.end_ns, b.end_ns - b.start_ns, b.depth, b.category
-                    FROM nvtx_batches b
+                    FROM (SELECT * REPLACE (CASE WHEN event_type = {E.NVTX_MARK} THEN coalesce(end_ns, start_ns)
+                                                 ELSE end_ns END AS end_ns)  -- a mark ends where it starts
+                          FROM nvtx_batches) b
                     WHERE {valid}""", {"cid": self.cid})
             finally:
                 if batches is not None:
@@ -753,6 +754,10 @@ class _NvtxStream:
     def open(self, sql: str) -> pa.RecordBatchReader:
         return self.con.execute(sql).to_arrow_reader(BATCH_ROWS)
 
+    def schema(self, reader: pa.RecordBatchReader) -> pa.Schema:
+        """The schema of the batches :meth:`walked` hands to the depth walk."""
+        return reader.schema.append(pa.field("nestable", pa.bool_()))
+
     def close(self) -> None:
         if self._lookup is not None:
             self._lookup.close()
@@ -776,7 +781,10 @@ class _NvtxStream:
                         self.domains.setdefault(domain_id, text)
                 batch = batch.filter(pc.invert(domain))
             self.ranges += batch.num_rows
-            yield batch
+            # the rows the insert keeps as push/pop ranges (start and end recorded, end >= start) get a depth
+            nestable = pc.fill_null(pc.and_(pc.equal(batch.column("event_type"), E.NVTX_PUSH_POP),
+                                            pc.greater_equal(batch.column("end_ns"), batch.column("start_ns"))), False)
+            yield batch.append_column("nestable", nestable)
 
     def _resolved(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch`` with ``text`` taken from StringIds where the export gave a string id instead."""
