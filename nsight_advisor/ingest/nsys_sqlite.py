@@ -132,8 +132,9 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
 INGEST_MEMORY_LIMIT = "600MB"
 
 
-#: DuckDB's memory while the NVTX depth pass holds its numpy batches outside DuckDB (an on-disk store only).
-#: Measured at 10M kernels: with the ingest limit kept, that pass took the peak RSS from 0.80 to 1.03 GB.
+#: DuckDB's memory while NVTX ranges stream through Arrow batches held outside DuckDB (an on-disk store only).
+#: Measured at 10M kernels (the depth pass before the stream): with the ingest limit kept, the peak RSS went from
+#: 0.80 to 1.03 GB; with this one the whole ingest peaks at 0.84 GB (docs/performance.md).
 DEPTH_MEMORY_LIMIT = "350MB"
 
 
@@ -395,7 +396,7 @@ class _Ingest:
                          values)
 
     def cleanup(self) -> None:
-        names = [self.strings(), *(self.enum(e) for e in self.cat.enums), *self.copied.values()]
+        names = [*(self.enum(e) for e in self.cat.enums), *self.copied.values()]  # the scratch database is detached
         for name in names:
             with contextlib.suppress(duckdb.Error):
                 self.sql(f"DROP TABLE IF EXISTS {name}")

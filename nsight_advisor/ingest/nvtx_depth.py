@@ -35,9 +35,6 @@ import pyarrow.compute as pc
 #: Rows per batch streamed from the export; a batch costs its Arrow columns plus about 40 bytes per row of numpy.
 BATCH_ROWS = 250_000
 
-#: Columns every input batch carries (others pass through untouched).
-#: ``nestable``: BOOLEAN, true for a push/pop range with a valid start and end (the rows that get a depth).
-INPUT_COLUMNS = ("thread", "start_ns", "end_ns", "nestable")
 
 
 class NotStartOrdered(Exception):
@@ -46,6 +43,10 @@ class NotStartOrdered(Exception):
 
 class DepthStream:
     """Adds an INT32 ``depth`` column to streamed batches: the nesting depth of nestable rows, NULL for others.
+
+    Input batches carry ``thread`` (any BIGINT key of the range's thread), ``start_ns``, ``end_ns`` and
+    ``nestable`` (BOOLEAN: a push/pop range with a valid start and end, the rows that get a depth); other
+    columns pass through untouched.
 
     Rows that share their thread's last start in a batch are held back until the next batch, since more rows at
     that start may follow; otherwise rows come back in their order. :meth:`batches` gives every row back once.
