@@ -1,11 +1,12 @@
 """Run a statement with its parameters written as SQL literals (PREPARE, then EXECUTE), not bound from Python.
 
 Why: the first time a statement gets Python parameters, DuckDB's Python package imports pandas to check their
-types. That is 0.5 s of every cold ``analyze`` and ``ingest`` of an Nsight Systems export, which need pandas for
-nothing else (found with an import trap, measured with ``python -X importtime``). A literal gets the type DuckDB
+types. That is 0.5 s of every cold ``analyze`` of an Nsight Systems export, which needs pandas for nothing else
+(found with an import trap, measured with ``python -X importtime``). A full ``ingest`` loads pandas anyway: DuckDB
+scans the NVTX stream's Arrow batches through ``pyarrow.dataset``, which imports it. A literal gets the type DuckDB
 gives the same Python value: int -> INTEGER or BIGINT by size, float -> DOUBLE, str -> VARCHAR, bool -> BOOLEAN,
-None -> NULL, a list -> a LIST (tests/test_sql_params.py compares the two). Values of any other type, and statements DuckDB cannot
-PREPARE, go through the ordinary binding.
+None -> NULL, a list -> a LIST (tests/test_sql_params.py compares the two). Values of any other type, and
+statements DuckDB cannot PREPARE, go through the ordinary binding.
 """
 
 from __future__ import annotations

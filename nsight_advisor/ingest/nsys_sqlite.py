@@ -672,7 +672,7 @@ class _Ingest:
                 batches = prefetched(nvtx.walked(stream, reader))  # read and walked while the batch before is written
                 writer.register("nvtx_batches", pa.RecordBatchReader.from_batches(
                     stream.output_schema(nvtx.schema(reader)), batches))
-                writer.execute(f"""
+                sql_params.execute(writer, f"""
                     INSERT INTO nvtx_ranges
                     SELECT $cid, {_PID.format(col='b.thread')}, {_TID.format(col='b.thread')},
                            CASE WHEN coalesce(b.domain_id, 0) = 0 THEN 'Default' ELSE 'domain ' || b.domain_id END,
