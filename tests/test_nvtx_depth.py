@@ -170,3 +170,43 @@ def test_a_consumer_that_stops_early_stops_the_producer() -> None:
     stream.close()  # what DuckDB's insert failing does to the Arrow stream
     assert not any(t.name == "nvtx-depth" for t in threading.enumerate())
     assert len(produced) <= 4  # one consumed, two queued, one waiting to be queued
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 30), st.integers(0, 30)), max_size=40),
+       by_start=st.booleans())
+def test_the_cheap_thread_order_is_the_full_sort(rows, by_start) -> None:
+    """Grouping by thread (the fast path for rows already in start order per thread) gives lexsort's order."""
+    import numpy as np
+
+    if by_start:  # as an export lies: start order per thread; equal starts in any order
+        rows = sorted(rows, key=lambda r: r[1])
+    thread, start, end = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
+    expected = np.lexsort((-end, start, thread))
+    assert nvtx_depth._thread_order(thread, start, end).tolist() == expected.tolist()
+
+
+def test_chained_stages_close_in_order_and_pass_errors_on() -> None:
+    """How the ingest chains a reading stage and a walking stage: closing both, in order, joins both threads."""
+    import threading
+
+    def reading():
+        for i in range(100):
+            yield pa.record_batch([pa.array([i])], names=["x"])
+
+    reads = nvtx_depth.prefetched(reading(), name="test-read")
+    walks = nvtx_depth.prefetched((b for b in reads), name="test-walk")
+    assert next(walks).column(0)[0].as_py() == 0
+    for stage in (walks, reads):
+        stage.close()
+    assert not any(t.name in ("test-read", "test-walk") for t in threading.enumerate())
+
+    def failing():
+        yield pa.record_batch([pa.array([1])], names=["x"])
+        raise nvtx_depth.NotStartOrdered("thread 7")
+
+    reads = nvtx_depth.prefetched(failing(), name="test-read")
+    with pytest.raises(nvtx_depth.NotStartOrdered, match="thread 7"):
+        list(nvtx_depth.prefetched((b for b in reads), name="test-walk"))
+    reads.close()
+    assert not any(t.name in ("test-read", "test-walk") for t in threading.enumerate())
