@@ -8,4 +8,4 @@ these functions, so everything it does can be called from a notebook too.
 __version__ = "0.1.0"
 
 #: Bumped whenever the normalized schema changes; cached stores of another version are rebuilt.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: nvtx_ranges.event_type and api_calls.kind became ENUMs
