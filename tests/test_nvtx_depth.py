@@ -183,7 +183,9 @@ def test_the_cheap_thread_order_is_the_full_sort(rows, by_start) -> None:
         rows = sorted(rows, key=lambda r: r[1])
     thread, start, end = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
     expected = np.lexsort((-end, start, thread))
-    assert nvtx_depth._thread_order(thread, start, end).tolist() == expected.tolist()
+    order, *columns = nvtx_depth._by_thread(thread, start, end)
+    assert order.tolist() == expected.tolist()
+    assert [c.tolist() for c in columns] == [c[expected].tolist() for c in (thread, start, end)]
 
 
 def test_chained_stages_close_in_order_and_pass_errors_on() -> None:
@@ -210,3 +212,13 @@ def test_chained_stages_close_in_order_and_pass_errors_on() -> None:
         list(nvtx_depth.prefetched((b for b in reads), name="test-walk"))
     reads.close()
     assert not any(t.name in ("test-read", "test-walk") for t in threading.enumerate())
+
+
+def test_booleans_unpack_from_bits_at_any_offset() -> None:
+    """``nestable`` is read from Arrow's bit-packed buffer; slices start inside a byte, NULL reads as False."""
+    import numpy as np
+
+    values = [True, None, False, True, True, False, None, True, False, True, True]
+    column = pa.chunked_array([pa.array(values[:3]), pa.array(values).slice(3, 5), pa.array(values).slice(8)])
+    assert nvtx_depth._bools(column).tolist() == [bool(v) for v in values]
+    assert nvtx_depth._bools(pa.chunked_array([], type=pa.bool_())).dtype == np.bool_
