@@ -162,6 +162,8 @@ def _merge(con: duckdb.DuckDBPyConnection, part: Path) -> None:
     con.execute(f"ATTACH {literal} AS part (READ_ONLY)")
     try:
         for table in TABLES:
+            if not table.stored:  # a view over stored tables, copied themselves
+                continue
             cols = ", ".join(table.column_names)
             con.execute(f"INSERT INTO main.{table.name} ({cols}) SELECT {cols} FROM part.main.{table.name}")
     finally:

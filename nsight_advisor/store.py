@@ -73,6 +73,44 @@ def _copy_store(src: Path, dst: Path) -> None:
     con.close()
 
 
+def insert_kernels(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
+    """Insert kernel rows given as the ``kernels`` view's columns (``kernels`` is a view: see schema/tables.py).
+
+    Names go into ``kernel_names`` once per capture (new ids after the capture's largest); the rest into
+    ``kernel_rows``. For rule test cases, tests and notebooks; an ingest writes both tables in bulk.
+    """
+    from nsight_advisor.schema.tables import get_table
+
+    view = get_table("kernels").column_names
+    stored = get_table("kernel_rows").column_names
+    name_columns = {"name": "name_id", "short_name": "short_name_id", "mangled_name": "mangled_name_id"}
+    ids: dict[tuple[int, str], int] = {}
+    for row in rows:
+        unknown = sorted(set(row) - set(view))
+        if unknown:
+            raise ValueError(f"kernels has no column {unknown[0]!r}")
+        row = {"capture_id": 1, **row}
+        cid = row["capture_id"]
+        out = {k: v for k, v in row.items() if k not in name_columns}
+        for column, id_column in name_columns.items():
+            name = row.get(column)
+            if name is None:
+                continue
+            key = (cid, name)
+            if key not in ids:
+                found = con.execute("SELECT name_id FROM kernel_names WHERE capture_id = ? AND name = ?",
+                                    [cid, name]).fetchone()
+                if found is None:
+                    found = con.execute("SELECT coalesce(max(name_id), 0) + 1 FROM kernel_names WHERE capture_id = ?",
+                                        [cid]).fetchone()
+                    con.execute("INSERT INTO kernel_names VALUES (?, ?, ?)", [cid, found[0], name])
+                ids[key] = found[0]
+            out[id_column] = ids[key]
+        cols = [c for c in stored if c in out]
+        con.execute(f"INSERT INTO kernel_rows ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                    [out[c] for c in cols])
+
+
 def next_capture_id(con: duckdb.DuckDBPyConnection) -> int:
     """The next free capture id in this store."""
     return int(con.execute("SELECT coalesce(max(capture_id), 0) + 1 FROM captures").fetchone()[0])

@@ -12,6 +12,7 @@ import pytest
 from nsight_advisor.engine import analyze_with_rules, run_analysis
 from nsight_advisor.engine.rules import load_rule, load_rules, query_params
 from nsight_advisor.errors import ConfigError, RuleError
+from nsight_advisor.store import insert_kernels
 from tests.conftest import TRACES
 
 RULE_TOML = '''\
@@ -82,8 +83,8 @@ def add_capture(con, capture_id: int = 1, duration_ns: int = 10_000_000, name: s
 
 
 def add_kernel(con, name: str, duration_ns: int, capture_id: int = 1, start_ns: int = 0) -> None:
-    con.execute("insert into kernels (capture_id, device_id, name, short_name, start_ns, end_ns, duration_ns) "
-                "values (?, 0, ?, ?, ?, ?, ?)", [capture_id, name, name, start_ns, start_ns + duration_ns, duration_ns])
+    insert_kernels(con, [dict(capture_id=capture_id, device_id=0, name=name, short_name=name, start_ns=start_ns,
+                              end_ns=start_ns + duration_ns, duration_ns=duration_ns)])
 
 
 @pytest.fixture
@@ -241,7 +242,7 @@ def test_unknown_message_placeholder_is_errored(store, tmp_path):
     "select content as kernel, 1 as launches, 5.0 as max_ms, 1 as impact_ns from read_text('/etc/hostname')",
     "select 'x' as kernel, 1 as launches, 5.0 as max_ms, 1 as impact_ns; copy kernels to '{out}'",
     "create table evil as select 1",
-    "insert into kernels (capture_id) values (1)",
+    "insert into kernel_rows (capture_id) values (1)",
     "select 'x' as kernel, 1 as launches, 5.0 as max_ms, 1 as impact_ns from glob('/etc/*')",
 ])
 def test_rule_sql_cannot_write_or_reach_files(store, tmp_path, sql):

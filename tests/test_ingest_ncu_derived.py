@@ -7,6 +7,7 @@ import pytest
 from conftest import TRACES, ncu_reports, trace_param
 from nsight_advisor.ingest import ingest_capture
 from nsight_advisor.match import match_ncu_to_timeline
+from nsight_advisor.store import insert_kernels
 
 SGEMM = TRACES / "ncu" / "sgemm_rtx2080ti.ncu-rep"
 
@@ -129,10 +130,9 @@ def _add_timeline(con, capture_id: int, launches: list[tuple[str, str, tuple, tu
                    VALUES (?, 'synthetic.sqlite', 'synthetic.sqlite', 'nsys-sqlite', 'nsys', 'test')""", [capture_id])
     t = 0
     for name, short, grid, block, dur in launches:
-        con.execute("""INSERT INTO kernels (capture_id, device_id, start_ns, end_ns, duration_ns, name, short_name,
-                       grid_x, grid_y, grid_z, block_x, block_y, block_z)
-                       VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    [capture_id, t, t + dur, dur, name, short, *grid, *block])
+        insert_kernels(con, [dict(capture_id=capture_id, device_id=0, start_ns=t, end_ns=t + dur, duration_ns=dur,
+                                  name=name, short_name=short, grid_x=grid[0], grid_y=grid[1], grid_z=grid[2],
+                                  block_x=block[0], block_y=block[1], block_z=block[2])])
         t += dur + 1000
 
 

@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 
 from nsight_advisor.engine.model import AnalysisResult, Finding, Outcome
+from nsight_advisor.store import insert_kernels
 from nsight_advisor.report import FORMATS, render
 from nsight_advisor.report.json_report import json_schema
 from nsight_advisor.report.markdown import MAX_CHARS
@@ -285,9 +286,9 @@ def test_summary_busy_time_is_the_union_of_intervals(memory_store):
     con.execute("insert into captures (capture_id, source_name, tool, start_ns, end_ns, duration_ns) "
                 "values (1, 'x.sqlite', 'nsys', 0, 1000, 1000)")
     # Device 0: [0,100) and [50,200) overlap -> 200 ns; memcpy [150,300) extends it to 300 ns; [500,600) adds 100.
-    con.execute("insert into kernels (capture_id, device_id, start_ns, end_ns, duration_ns, name) values "
-                "(1, 0, 0, 100, 100, 'ampere_sgemm_128x64_nn'), (1, 0, 50, 200, 150, 'vectorized_elementwise_kernel'),"
-                "(1, 0, 500, 600, 100, 'ncclDevKernel_AllReduce_Sum_f32')")
+    insert_kernels(con, [dict(capture_id=1, device_id=0, start_ns=s, end_ns=e, duration_ns=e - s, name=n)
+                         for s, e, n in ((0, 100, "ampere_sgemm_128x64_nn"), (50, 200, "vectorized_elementwise_kernel"),
+                                         (500, 600, "ncclDevKernel_AllReduce_Sum_f32"))])
     con.execute("insert into memcpys (capture_id, device_id, start_ns, end_ns, duration_ns, bytes) "
                 "values (1, 0, 150, 300, 150, 64)")
     s = build_summary(con, [1])
@@ -317,14 +318,20 @@ def test_report_of_a_million_kernel_capture_stays_under_5_mb(tmp_path):
                 "max_shared_mem_per_sm_bytes, threads_per_warp) "
                 "values (1, 0, 'NVIDIA A100-SXM4-80GB', 108, '8.0', 8, 0, 64, 32, 1024, 65536, 167936, 32)")
     # Kernel i runs for 1 µs every 3 µs: a million short launches with idle gaps, 2,000 distinct names.
+    # kernels is a view: 2,000 long names (ids 0..1999) and short names (2000..3999), then the launches by id
     con.execute("""
-        insert into kernels (capture_id, device_id, stream_id, pid, tid, correlation_id, start_ns, end_ns, duration_ns,
-                             name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, blocks,
-                             threads_per_block, registers_per_thread, shared_mem_bytes)
-        select 1, 0, 7, 1, 1, i, i * 3000, i * 3000 + 1000, 1000,
-               'void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<<script>alert(' || (i % 2000)::VARCHAR
-                   || ')</script>, cutlass::arch::Sm80&amp;, ' || repeat('cutlass::layout::RowMajor, ', 20) || '>>(Params)',
-               'Kernel' || (i % 2000)::VARCHAR, 1 + i % 50, 1, 1, 128, 1, 1, 1 + i % 50, 128, 32, 0
+        insert into kernel_names
+        select 1, i, 'void cutlass::Kernel<cutlass::gemm::kernel::GemmUniversal<<script>alert(' || i::VARCHAR
+                   || ')</script>, cutlass::arch::Sm80&amp;, ' || repeat('cutlass::layout::RowMajor, ', 20) || '>>(Params)'
+        from range(2000) t(i)
+        union all select 1, 2000 + i, 'Kernel' || i::VARCHAR from range(2000) t(i)
+    """)
+    con.execute("""
+        insert into kernel_rows (capture_id, device_id, stream_id, pid, tid, correlation_id, start_ns, end_ns,
+                                 duration_ns, name_id, short_name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+                                 blocks, threads_per_block, registers_per_thread, shared_mem_bytes)
+        select 1, 0, 7, 1, 1, i, i * 3000, i * 3000 + 1000, 1000, i % 2000, 2000 + i % 2000,
+               1 + i % 50, 1, 1, 128, 1, 1, 1 + i % 50, 128, 32, 0
         from range(1000000) t(i)
     """)
     con.close()

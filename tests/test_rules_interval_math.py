@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nsight_advisor.engine.rules import load_rules
 from nsight_advisor.engine.runner import bind_params
-from nsight_advisor.store import connect
+from nsight_advisor.store import connect, insert_kernels
 
 RULES = {r.name: r for r in load_rules([], include_builtin=True)}
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -26,9 +26,8 @@ intervals = st.lists(st.tuples(st.integers(0, 1), st.integers(1, 2), st.integers
 def _store(kernels=(), memcpys=(), memsets=(), api_calls=()):
     con = connect(None)
     for i, (dev, pid, start, length) in enumerate(kernels):
-        con.execute("insert into kernels (capture_id, device_id, pid, correlation_id, name, short_name, start_ns, "
-                    "end_ns, duration_ns) values (1, ?, ?, ?, 'k', 'k', ?, ?, ?)",
-                    [dev, pid, i, start, start + length, length])
+        insert_kernels(con, [dict(capture_id=1, device_id=dev, pid=pid, correlation_id=i, name="k", short_name="k",
+                                  start_ns=start, end_ns=start + length, duration_ns=length)])
     for dev, pid, start, length, direction in memcpys:
         con.execute("insert into memcpys (capture_id, device_id, pid, start_ns, end_ns, duration_ns, bytes, direction) "
                     "values (1, ?, ?, ?, ?, ?, 1024, ?)", [dev, pid, start, start + length, length, direction])
@@ -146,9 +145,8 @@ def test_classified_rules_sum_launches_per_name(name):
                 (0, "vectorized_elementwise_kernel", 1, 70),  # one block on two SMs: latency-bound, left out
                 (0, gemm, 64, 400), (1, gemm, 64, 200)]
         for i, (dev, kname, blocks, dur) in enumerate(rows):
-            con.execute("insert into kernels (capture_id, device_id, pid, correlation_id, name, short_name, blocks, "
-                        "start_ns, end_ns, duration_ns) values (1, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
-                        [dev, i, kname, kname, blocks, i * 1000, i * 1000 + dur, dur])
+            insert_kernels(con, [dict(capture_id=1, device_id=dev, pid=1, correlation_id=i, name=kname, short_name=kname,
+                                      blocks=blocks, start_ns=i * 1000, end_ns=i * 1000 + dur, duration_ns=dur)])
         con.execute("insert into captures (capture_id, source_name, format, tool, tool_version, start_ns, end_ns, "
                     "duration_ns) values (1, 'case', 'case', 'case', 'case', 0, 5000, 5000)")
         got = [(r["short_name"], int(r["launches"]), int(r["duration_ns"])) for r in _rule_rows(con, name)]

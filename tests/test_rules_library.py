@@ -11,6 +11,8 @@ import pytest
 from conftest import TRACES, ncu_reports, nsys_exports, trace_param
 from rules_real import analyzed, evidence, findings, outcome
 
+from nsight_advisor.store import insert_kernels
+
 H100 = "nsys/nsys_ai_h100_2gpu_1s.sqlite"
 
 
@@ -90,15 +92,14 @@ def test_timeline_occupancy_matches_nsight_compute(report, memory_store):
          lim_smem, lim_blocks, waves) in rows:
         if None in (blocks, threads, sms, regs, max_warps, max_regs, lim_regs, lim_warps, lim_blocks, waves):
             continue
-        memory_store.execute("delete from kernels")
+        memory_store.execute("delete from kernel_rows")
         memory_store.execute("delete from gpus")
         memory_store.execute(
             "insert into gpus (capture_id, device_id, sm_count, cc_major, max_warps_per_sm, max_blocks_per_sm, "
             "max_registers_per_sm, max_shared_mem_per_sm_bytes, threads_per_warp) values (1, 0, ?, ?, ?, ?, ?, ?, 32)",
             [sms, cc, max_warps, max_blocks, max_regs, max_smem])
-        memory_store.execute(
-            "insert into kernels (capture_id, device_id, blocks, threads_per_block, registers_per_thread, "
-            "shared_mem_bytes) values (1, 0, ?, ?, ?, ?)", [blocks, threads, regs, smem or 0])
+        insert_kernels(memory_store, [dict(capture_id=1, device_id=0, blocks=blocks, threads_per_block=threads,
+                                           registers_per_thread=regs, shared_mem_bytes=smem or 0)])
         got = memory_store.execute(
             "select limit_registers, limit_warps, limit_shared_mem, resident_blocks_per_sm, waves "
             "from kernel_launches").fetchone()

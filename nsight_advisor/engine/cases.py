@@ -27,7 +27,7 @@ from typing import Any
 from nsight_advisor.engine.rules import Rule, _Table, coerce_value, read_toml
 from nsight_advisor.engine.model import OUTCOME_STATUSES, SEVERITIES
 from nsight_advisor.errors import RuleError
-from nsight_advisor.schema.tables import get_table, table_names
+from nsight_advisor.schema.tables import get_table, stored_table_names, table_names
 
 _EVENT_TABLES = ("kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges")
 
@@ -131,7 +131,7 @@ def empty_store():
     if _SHARED_STORE is None:
         _SHARED_STORE = connect(None)
         disable_external_access(_SHARED_STORE)
-    for table in table_names():
+    for table in stored_table_names():
         _SHARED_STORE.execute(f"delete from {table}")
     return _SHARED_STORE
 
@@ -142,12 +142,17 @@ def build_case_store(case: Case, con=None):
         from nsight_advisor.store import connect
 
         con = connect(None)
+    from nsight_advisor.store import insert_kernels
+
     capture_ids: set[int] = set()
     for table, rows in case.tables.items():
         for row in rows:
             row = {"capture_id": 1, **row}
             if table != "captures":
                 capture_ids.add(row["capture_id"])
+            if table == "kernels":  # a view: its names go into kernel_names
+                insert_kernels(con, [row])
+                continue
             cols = list(row)
             con.execute(f"insert into {table} ({', '.join(cols)}) values ({', '.join('?' for _ in cols)})",
                         [row[c] for c in cols])

@@ -401,6 +401,7 @@ class _Ingest:
             self.sql("INSERT INTO ingest_notes VALUES (?, ?, ?, ?)", [self.cid, data, rows, note])
 
     def inserted(self, table: str) -> int:
+        table = "kernel_rows" if table == "kernels" else table  # the view's rows, without joining their names
         return int(self.sql(f"SELECT count(*) FROM {table} WHERE capture_id = ?", [self.cid]).fetchone()[0])
 
     def dropped_note(self, table: str, source: str) -> None:
@@ -540,8 +541,9 @@ class _Ingest:
         # tid: from the launching API call (same correlation id and process); one row per (pid, corr). Only calls
         # named *Launch* (cudaLaunchKernel*, cuLaunchKernel*, cudaGraphLaunch, cuGraphLaunch, ...) can launch a
         # kernel: reading only those halves the lookup (measured: 3.5 -> 2.7 s at 1M kernels; it spills at 10M).
+        # Names as the export's string ids; the strings go into kernel_names once (kernels is a view joining them).
         self.sql(f"""
-            INSERT INTO kernels
+            INSERT INTO kernel_rows
             WITH launcher AS (
                 SELECT pid, correlation_id, min(tid) AS tid FROM api_calls
                 WHERE capture_id = $cid AND correlation_id IS NOT NULL AND contains(name, 'Launch')
@@ -562,7 +564,7 @@ class _Ingest:
             )
             SELECT $cid, src.device_id, src.context_id, src.stream_id, src.pid, l.tid, src.correlation_id,
                    src.start, src."end", src."end" - src.start,
-                   coalesce(d.value, s.value), s.value, m.value,
+                   src.dn, src.sn, src.mn,
                    src.gx, src.gy, src.gz, src.bx, src.by_, src.bz,
                    TRY_CAST(src.gx::HUGEINT * src.gy * src.gz AS BIGINT),
                    TRY_CAST(src.bx::HUGEINT * src.by_ * src.bz AS INTEGER),
@@ -570,12 +572,15 @@ class _Ingest:
                    TRY_CAST(src.smem_static::HUGEINT + src.smem_dynamic AS BIGINT), src.local_mem,
                    lt.word, src.graph_node_id, src.graph_id
             FROM src
-            LEFT JOIN {self.strings()} d ON d.id = src.dn
-            LEFT JOIN {self.strings()} s ON s.id = src.sn
-            LEFT JOIN {self.strings()} m ON m.id = src.mn
             LEFT JOIN {launch} lt ON lt.id = src.launch_type
             LEFT JOIN launcher l ON l.pid = src.pid AND l.correlation_id = src.correlation_id
             """, {"cid": self.cid})
+        self.sql(f"""
+            INSERT INTO kernel_names
+            SELECT $cid, s.id, s.value FROM {self.strings()} s
+            WHERE s.id IN (SELECT name_id FROM kernel_rows WHERE capture_id = $cid UNION
+                           SELECT short_name_id FROM kernel_rows WHERE capture_id = $cid UNION
+                           SELECT mangled_name_id FROM kernel_rows WHERE capture_id = $cid)""", {"cid": self.cid})
         self.dropped_note("kernels", KERNEL)
         if not self.cat.count(KERNEL):
             self.missing("kernels", f"{KERNEL} is empty: no kernels were traced", "nsys profile --trace=cuda")

@@ -1,2 +1,3 @@
--- Derived views run in file-name order: 10_kernel_classes.sql (kernel categories and math paths, used by the
--- timeline rules and the report), 20_ncu_derived.sql (roofline numbers per profiled kernel), and so on.
+-- Derived views run in file-name order: 05_kernels.sql (the kernels table: rows with their names),
+-- 10_kernel_classes.sql (kernel categories and math paths, used by the timeline rules and the report),
+-- 20_ncu_derived.sql (roofline numbers per profiled kernel), and so on.

@@ -1,0 +1,101 @@
+"""``kernels`` is a view: rows in kernel_rows, each capture's names once in kernel_names (schema/tables.py).
+
+What users' SQL, rules and reports rely on stays: the view has the documented columns, in order, and the
+names of every launch; an ingest stores each name once; rows written through ``insert_kernels`` read back as
+given; a store from before the view is refused with one clear line instead of being half-updated.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from conftest import REPO, nsys_exports, trace_param
+from nsight_advisor.errors import InputError
+from nsight_advisor.ingest import ingest_capture
+from nsight_advisor.ingest.nsys_sqlite import read_catalog
+from nsight_advisor.schema.tables import get_table
+from nsight_advisor.store import connect, insert_kernels
+
+SAMPLE = REPO / "sample_traces" / "demo_training_step.sqlite"
+
+
+def test_the_view_has_the_documented_columns_in_order(memory_store) -> None:
+    got = [r[0] for r in memory_store.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'kernels' ORDER BY column_index").fetchall()]
+    assert got == get_table("kernels").column_names
+    comments = dict(memory_store.execute(
+        "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = 'kernels'").fetchall())
+    assert comments["name"] == "Demangled name exactly as `nsys stats` prints it by default."
+
+
+def test_rows_written_through_insert_kernels_read_back_with_names_stored_once(memory_store) -> None:
+    rows = [dict(capture_id=1, device_id=0, start_ns=i, end_ns=i + 5, duration_ns=5, grid_x=i,
+                 name=f"void k<{i % 2}>(float*) & <b>", short_name="k", mangled_name=None) for i in range(6)]
+    rows.append(dict(capture_id=2, device_id=1, start_ns=0, end_ns=1, duration_ns=1, name="k", short_name="k"))
+    insert_kernels(memory_store, rows)
+    got = memory_store.execute("SELECT capture_id, device_id, start_ns, end_ns, duration_ns, grid_x, name, short_name, "
+                               "mangled_name FROM kernels ORDER BY capture_id, start_ns").fetchall()
+    assert got == [(r["capture_id"], r["device_id"], r["start_ns"], r["end_ns"], r["duration_ns"], r.get("grid_x"),
+                    r["name"], r["short_name"], r.get("mangled_name")) for r in rows]
+    names = memory_store.execute("SELECT capture_id, name FROM kernel_names ORDER BY ALL").fetchall()
+    assert names == [(1, "k"), (1, "void k<0>(float*) & <b>"), (1, "void k<1>(float*) & <b>"), (2, "k")]
+    with pytest.raises(ValueError, match="no column 'nme'"):
+        insert_kernels(memory_store, [dict(nme="typo")])
+
+
+def test_a_row_without_a_demangled_name_shows_its_short_name(memory_store) -> None:
+    """As the ingest did before the view: the name is the demangled one, else the short one."""
+    insert_kernels(memory_store, [dict(capture_id=1, start_ns=0, end_ns=1, duration_ns=1, short_name="gemm")])
+    assert memory_store.execute("SELECT name, short_name FROM kernels").fetchone() == ("gemm", "gemm")
+
+
+def test_an_ingest_stores_each_kernel_name_once(tmp_path: Path) -> None:
+    con = connect(tmp_path / "s.duckdb")
+    try:
+        ingest_capture(con, 1, SAMPLE)
+        launches, distinct = con.execute("SELECT count(*), count(DISTINCT name) FROM kernels").fetchone()
+        stored = con.execute("SELECT count(*), count(DISTINCT name) FROM kernel_names").fetchone()
+        assert launches == 378 and distinct < launches
+        assert stored[0] == stored[1] and stored[0] >= distinct  # short and mangled names are among them
+        assert con.execute("SELECT count(*) FROM kernels WHERE name IS NULL").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("export", trace_param(nsys_exports()))
+def test_every_launch_of_a_real_export_keeps_its_names(export: Path, tmp_path: Path) -> None:
+    """The view gives each launch the names its string ids resolve to in the export (SQLite's own join)."""
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in read_catalog(export).tables:
+        pytest.skip(f"{export.name} has no kernel table")
+    src = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    src.text_factory = lambda b: b.decode("utf-8", "replace")
+    try:
+        theirs = src.execute("""
+            SELECT count(*), count(coalesce(d.value, s.value)), count(s.value), count(DISTINCT coalesce(d.value, s.value))
+            FROM CUPTI_ACTIVITY_KIND_KERNEL k
+            LEFT JOIN StringIds s ON s.id = k.shortName
+            LEFT JOIN StringIds d ON d.id = k.demangledName
+            WHERE k.start IS NOT NULL AND k."end" IS NOT NULL AND k."end" >= k.start""").fetchone()
+    finally:
+        src.close()
+    con = connect(tmp_path / "s.duckdb")
+    try:
+        ingest_capture(con, 1, export)
+        ours = con.execute("SELECT count(*), count(name), count(short_name), count(DISTINCT name) FROM kernels"
+                           ).fetchone()
+    finally:
+        con.close()
+    assert ours == theirs
+
+
+def test_a_store_from_before_the_view_is_refused_in_one_line(tmp_path: Path) -> None:
+    old = tmp_path / "old.duckdb"
+    raw = duckdb.connect(str(old))
+    raw.execute("CREATE TABLE kernels (capture_id INTEGER, name VARCHAR)")
+    raw.close()
+    with pytest.raises(InputError, match="older nsight-advisor.*new store"):
+        connect(old)
