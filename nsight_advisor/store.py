@@ -111,6 +111,36 @@ def insert_kernels(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
                     [out[c] for c in cols])
 
 
+def insert_nvtx_ranges(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
+    """Insert NVTX rows given as the ``nvtx_ranges`` view's columns (a view: see schema/tables.py).
+
+    A missing domain or 'Default' is domain 0; another name is looked up in (or added to) ``nvtx_domains``.
+    """
+    from nsight_advisor.schema.tables import get_table
+
+    view = get_table("nvtx_ranges").column_names
+    stored = get_table("nvtx_rows").column_names
+    for row in rows:
+        unknown = sorted(set(row) - set(view))
+        if unknown:
+            raise ValueError(f"nvtx_ranges has no column {unknown[0]!r}")
+        out = {"capture_id": 1, **row}
+        domain = out.pop("domain", None)
+        domain_id = 0
+        if domain not in (None, "Default"):
+            found = con.execute("SELECT domain_id FROM nvtx_domains WHERE capture_id = ? AND name = ?",
+                                [out["capture_id"], domain]).fetchone()
+            if found is None:
+                found = con.execute("SELECT greatest(coalesce(max(domain_id), 0), 0) + 1 FROM nvtx_domains "
+                                    "WHERE capture_id = ?", [out["capture_id"]]).fetchone()
+                con.execute("INSERT INTO nvtx_domains VALUES (?, ?, ?)", [out["capture_id"], found[0], domain])
+            domain_id = found[0]
+        out["domain_id"] = domain_id
+        cols = [c for c in stored if c in out]
+        con.execute(f"INSERT INTO nvtx_rows ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                    [out[c] for c in cols])
+
+
 def next_capture_id(con: duckdb.DuckDBPyConnection) -> int:
     """The next free capture id in this store."""
     return int(con.execute("SELECT coalesce(max(capture_id), 0) + 1 FROM captures").fetchone()[0])

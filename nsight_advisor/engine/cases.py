@@ -142,7 +142,9 @@ def build_case_store(case: Case, con=None):
         from nsight_advisor.store import connect
 
         con = connect(None)
-    from nsight_advisor.store import insert_kernels
+    from nsight_advisor.store import insert_kernels, insert_nvtx_ranges
+
+    views = {"kernels": insert_kernels, "nvtx_ranges": insert_nvtx_ranges}  # views: their own writers
 
     capture_ids: set[int] = set()
     for table, rows in case.tables.items():
@@ -150,8 +152,8 @@ def build_case_store(case: Case, con=None):
             row = {"capture_id": 1, **row}
             if table != "captures":
                 capture_ids.add(row["capture_id"])
-            if table == "kernels":  # a view: its names go into kernel_names
-                insert_kernels(con, [row])
+            if table in views:
+                views[table](con, [row])
                 continue
             cols = list(row)
             con.execute(f"insert into {table} ({', '.join(cols)}) values ({', '.join('?' for _ in cols)})",

@@ -401,7 +401,7 @@ class _Ingest:
             self.sql("INSERT INTO ingest_notes VALUES (?, ?, ?, ?)", [self.cid, data, rows, note])
 
     def inserted(self, table: str) -> int:
-        table = "kernel_rows" if table == "kernels" else table  # the view's rows, without joining their names
+        table = {"kernels": "kernel_rows", "nvtx_ranges": "nvtx_rows"}.get(table, table)  # a view's rows, unjoined
         return int(self.sql(f"SELECT count(*) FROM {table} WHERE capture_id = ?", [self.cid]).fetchone()[0])
 
     def dropped_note(self, table: str, source: str) -> None:
@@ -678,11 +678,11 @@ class _Ingest:
                 raise
             nvtx = _NvtxStream(self.con, source, self.strings())
             self._insert_nvtx(nvtx, ordered=True)
-        # The rows of a named domain carry 'domain N' (also the name when the export lacks its creation) until here.
-        for domain_id, name in sorted(nvtx.domains.items()):
-            if name is not None:
-                self.sql("UPDATE nvtx_ranges SET domain = $name WHERE capture_id = $cid AND domain = $placeholder",
-                         {"name": name, "cid": self.cid, "placeholder": f"domain {domain_id}"})
+        # A domain's name comes from its creation row (without one the view says 'domain N').
+        for domain_id, name in sorted(nvtx.domains.items(), key=lambda item: item[0] or 0):
+            if name is not None and domain_id:  # domain 0 is the unnamed one: 'Default'
+                self.sql("INSERT INTO nvtx_domains VALUES ($cid, $id, $name)",
+                         {"cid": self.cid, "id": domain_id, "name": name})
         inserted = self.inserted("nvtx_ranges")
         self.note("nvtx_ranges", nvtx.ranges - inserted,
                   "dropped NVTX_EVENTS ranges with a NULL start, an unclosed end or end < start")
@@ -722,9 +722,8 @@ class _Ingest:
                 writer.register("nvtx_batches", pa.RecordBatchReader.from_batches(
                     stream.output_schema(nvtx.schema(reader)), batches))
                 sql_params.execute(writer, f"""
-                    INSERT INTO nvtx_ranges
-                    SELECT $cid, {_PID.format(col='b.thread')}, {_TID.format(col='b.thread')},
-                           CASE WHEN coalesce(b.domain_id, 0) = 0 THEN 'Default' ELSE 'domain ' || b.domain_id END,
+                    INSERT INTO nvtx_rows
+                    SELECT $cid, {_PID.format(col='b.thread')}, {_TID.format(col='b.thread')}, coalesce(b.domain_id, 0),
                            b.text,
                            CASE b.event_type WHEN {E.NVTX_PUSH_POP} THEN 'push_pop'
                                 WHEN {E.NVTX_START_END} THEN 'start_end' ELSE 'mark' END,

@@ -1,3 +1,4 @@
--- Derived views run in file-name order: 05_kernels.sql (the kernels table: rows with their names),
+-- Derived views run in file-name order: 05_kernels.sql and 06_nvtx_ranges.sql (the kernels and nvtx_ranges
+-- tables: rows with their names),
 -- 10_kernel_classes.sql (kernel categories and math paths, used by the timeline rules and the report),
 -- 20_ncu_derived.sql (roofline numbers per profiled kernel), and so on.

@@ -1,8 +1,10 @@
-"""``kernels`` is a view: rows in kernel_rows, each capture's names once in kernel_names (schema/tables.py).
+"""``kernels`` and ``nvtx_ranges`` are views (schema/tables.py): rows in kernel_rows and nvtx_rows, each
+capture's kernel names once in kernel_names, its NVTX domain names in nvtx_domains.
 
-What users' SQL, rules and reports rely on stays: the view has the documented columns, in order, and the
-names of every launch; an ingest stores each name once; rows written through ``insert_kernels`` read back as
-given; a store from before the view is refused with one clear line instead of being half-updated.
+What users' SQL, rules and reports rely on stays: the views have the documented columns, in order, and the
+names of every row; an ingest stores each kernel name once; rows written through ``insert_kernels`` and
+``insert_nvtx_ranges`` read back as given; a store from before the views is refused with one clear line
+instead of being half-updated.
 """
 
 from __future__ import annotations
@@ -18,15 +20,20 @@ from nsight_advisor.errors import InputError
 from nsight_advisor.ingest import ingest_capture
 from nsight_advisor.ingest.nsys_sqlite import read_catalog
 from nsight_advisor.schema.tables import get_table
-from nsight_advisor.store import connect, insert_kernels
+from nsight_advisor.store import connect, insert_kernels, insert_nvtx_ranges
 
 SAMPLE = REPO / "sample_traces" / "demo_training_step.sqlite"
 
 
-def test_the_view_has_the_documented_columns_in_order(memory_store) -> None:
+@pytest.mark.parametrize("view", ["kernels", "nvtx_ranges"])
+def test_the_views_have_the_documented_columns_in_order(memory_store, view) -> None:
     got = [r[0] for r in memory_store.execute(
-        "SELECT column_name FROM duckdb_columns() WHERE table_name = 'kernels' ORDER BY column_index").fetchall()]
-    assert got == get_table("kernels").column_names
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = ? ORDER BY column_index", [view]).fetchall()]
+    assert got == get_table(view).column_names
+    assert not get_table(view).stored
+
+
+def test_the_kernels_view_carries_its_column_docs(memory_store) -> None:
     comments = dict(memory_store.execute(
         "SELECT column_name, comment FROM duckdb_columns() WHERE table_name = 'kernels'").fetchall())
     assert comments["name"] == "Demangled name exactly as `nsys stats` prints it by default."
@@ -92,10 +99,28 @@ def test_every_launch_of_a_real_export_keeps_its_names(export: Path, tmp_path: P
     assert ours == theirs
 
 
-def test_a_store_from_before_the_view_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_nvtx_rows_written_through_the_helper_read_back_with_their_domains(memory_store) -> None:
+    rows = [dict(capture_id=1, tid=1, domain=domain, text=f"step {i} <&>", event_type="push_pop", start_ns=i,
+                 end_ns=i + 10, duration_ns=10, depth=0)
+            for i, domain in enumerate(["Default", "TensorRT", None, "TensorRT", "NCCL"])]
+    insert_nvtx_ranges(memory_store, rows)
+    got = memory_store.execute("SELECT domain, text, event_type, start_ns FROM nvtx_ranges ORDER BY start_ns").fetchall()
+    assert got == [(r["domain"] or "Default", r["text"], "push_pop", r["start_ns"]) for r in rows]
+    assert memory_store.execute("SELECT name FROM nvtx_domains ORDER BY domain_id").fetchall() == [("TensorRT",), ("NCCL",)]
+    with pytest.raises(ValueError, match="no column 'domain_name'"):
+        insert_nvtx_ranges(memory_store, [dict(domain_name="x")])
+
+
+def test_a_domain_without_its_creation_row_is_named_by_its_id(memory_store) -> None:
+    memory_store.execute("INSERT INTO nvtx_rows (capture_id, domain_id, start_ns, end_ns) VALUES (1, 7, 0, 1)")
+    assert memory_store.execute("SELECT domain FROM nvtx_ranges").fetchone() == ("domain 7",)
+
+
+@pytest.mark.parametrize("table", ["kernels", "nvtx_ranges"])
+def test_a_store_from_before_the_views_is_refused_in_one_line(tmp_path: Path, table) -> None:
     old = tmp_path / "old.duckdb"
     raw = duckdb.connect(str(old))
-    raw.execute("CREATE TABLE kernels (capture_id INTEGER, name VARCHAR)")
+    raw.execute(f"CREATE TABLE {table} (capture_id INTEGER, name VARCHAR)")
     raw.close()
-    with pytest.raises(InputError, match="older nsight-advisor.*new store"):
+    with pytest.raises(InputError, match=f"older nsight-advisor \\(its {table} is a table.*new store"):
         connect(old)
