@@ -12,8 +12,8 @@ the batches go straight into the store's INSERT. An export that breaks the order
 :class:`NotStartOrdered`; the caller then streams the rows again sorted by DuckDB (which spills to disk when they
 do not fit its memory limit). Why not SQL: over the 4.9M ranges of a 1M-kernel export, window functions (two
 sorts and an ASOF join) took about 19 s; a sort, this walk and a join back on row id about 9 s (the join alone
-6.6 s); this stream, insert included, 7 to 8 s, most of it DuckDB handing the rows to Arrow and writing them
-(docs/performance.md).
+6.6 s); this stream, insert included, 5.5 to 6.8 s, most of it DuckDB handing the rows to Arrow and writing
+them (docs/performance.md).
 
 Within a batch, each thread's ranges are sorted with numpy; the opens before a row are then its index and the
 closes before it a binary search. Between batches the state per thread is ``carry``, the ends of its ranges
