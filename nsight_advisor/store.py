@@ -76,39 +76,16 @@ def _copy_store(src: Path, dst: Path) -> None:
 def insert_kernels(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
     """Insert kernel rows given as the ``kernels`` view's columns (``kernels`` is a view: see schema/tables.py).
 
-    Names go into ``kernel_names`` once per capture (new ids after the capture's largest); the rest into
-    ``kernel_rows``. For rule test cases, tests and notebooks; an ingest writes both tables in bulk.
+    Names go into ``kernel_names`` once per capture; the rest into ``kernel_rows``. For rule test cases, tests
+    and notebooks; an ingest writes both tables in bulk.
     """
-    from nsight_advisor.schema.tables import get_table
+    names = {"name": "name_id", "short_name": "short_name_id", "mangled_name": "mangled_name_id"}
 
-    view = get_table("kernels").column_names
-    stored = get_table("kernel_rows").column_names
-    name_columns = {"name": "name_id", "short_name": "short_name_id", "mangled_name": "mangled_name_id"}
-    ids: dict[tuple[int, str], int] = {}
-    for row in rows:
-        unknown = sorted(set(row) - set(view))
-        if unknown:
-            raise ValueError(f"kernels has no column {unknown[0]!r}")
-        row = {"capture_id": 1, **row}
-        cid = row["capture_id"]
-        out = {k: v for k, v in row.items() if k not in name_columns}
-        for column, id_column in name_columns.items():
-            name = row.get(column)
-            if name is None:
-                continue
-            key = (cid, name)
-            if key not in ids:
-                found = con.execute("SELECT name_id FROM kernel_names WHERE capture_id = ? AND name = ?",
-                                    [cid, name]).fetchone()
-                if found is None:
-                    found = con.execute("SELECT coalesce(max(name_id), 0) + 1 FROM kernel_names WHERE capture_id = ?",
-                                        [cid]).fetchone()
-                    con.execute("INSERT INTO kernel_names VALUES (?, ?, ?)", [cid, found[0], name])
-                ids[key] = found[0]
-            out[id_column] = ids[key]
-        cols = [c for c in stored if c in out]
-        con.execute(f"INSERT INTO kernel_rows ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
-                    [out[c] for c in cols])
+    def ids(row: dict) -> dict:
+        return {id_column: _name_id(con, "kernel_names", "name_id", row["capture_id"], row[column])
+                for column, id_column in names.items() if row.get(column) is not None}
+
+    _insert_through_view(con, "kernels", "kernel_rows", rows, ids)
 
 
 def insert_nvtx_ranges(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
@@ -116,29 +93,40 @@ def insert_nvtx_ranges(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None
 
     A missing domain or 'Default' is domain 0; another name is looked up in (or added to) ``nvtx_domains``.
     """
+    def ids(row: dict) -> dict:
+        domain = row.get("domain")
+        return {"domain_id": 0 if domain in (None, "Default")
+                else _name_id(con, "nvtx_domains", "domain_id", row["capture_id"], domain)}
+
+    _insert_through_view(con, "nvtx_ranges", "nvtx_rows", rows, ids)
+
+
+def _insert_through_view(con: duckdb.DuckDBPyConnection, view: str, stored: str, rows: list[dict], ids) -> None:
+    """Rows given as ``view``'s columns into the ``stored`` table under it; ``ids(row)`` gives the id columns."""
     from nsight_advisor.schema.tables import get_table
 
-    view = get_table("nvtx_ranges").column_names
-    stored = get_table("nvtx_rows").column_names
+    view_columns, stored_columns = get_table(view).column_names, get_table(stored).column_names
     for row in rows:
-        unknown = sorted(set(row) - set(view))
+        unknown = sorted(set(row) - set(view_columns))
         if unknown:
-            raise ValueError(f"nvtx_ranges has no column {unknown[0]!r}")
-        out = {"capture_id": 1, **row}
-        domain = out.pop("domain", None)
-        domain_id = 0
-        if domain not in (None, "Default"):
-            found = con.execute("SELECT domain_id FROM nvtx_domains WHERE capture_id = ? AND name = ?",
-                                [out["capture_id"], domain]).fetchone()
-            if found is None:
-                found = con.execute("SELECT greatest(coalesce(max(domain_id), 0), 0) + 1 FROM nvtx_domains "
-                                    "WHERE capture_id = ?", [out["capture_id"]]).fetchone()
-                con.execute("INSERT INTO nvtx_domains VALUES (?, ?, ?)", [out["capture_id"], found[0], domain])
-            domain_id = found[0]
-        out["domain_id"] = domain_id
-        cols = [c for c in stored if c in out]
-        con.execute(f"INSERT INTO nvtx_rows ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+            raise ValueError(f"{view} has no column {unknown[0]!r}")
+        row = {"capture_id": 1, **row}
+        out = {**{k: v for k, v in row.items() if k in stored_columns}, **ids(row)}
+        cols = [c for c in stored_columns if c in out]
+        con.execute(f"INSERT INTO {stored} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
                     [out[c] for c in cols])
+
+
+def _name_id(con: duckdb.DuckDBPyConnection, table: str, id_column: str, capture_id: int, name: str) -> int:
+    """The id of ``name`` in one of a capture's name tables (kernel_names, nvtx_domains); a new name is added
+    after the largest id (at least 1: domain 0 is the unnamed one)."""
+    found = con.execute(f"SELECT {id_column} FROM {table} WHERE capture_id = ? AND name = ?",
+                        [capture_id, name]).fetchone()
+    if found is None:
+        found = con.execute(f"SELECT greatest(coalesce(max({id_column}), 0), 0) + 1 FROM {table} "
+                            "WHERE capture_id = ?", [capture_id]).fetchone()
+        con.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", [capture_id, found[0], name])
+    return int(found[0])
 
 
 def next_capture_id(con: duckdb.DuckDBPyConnection) -> int:
