@@ -57,6 +57,73 @@ _TIMES = (
     ("duration_ns", "BIGINT", "end_ns - start_ns, ns."),
 )
 
+
+def _ids_for_text(columns: tuple[Column, ...], ids: dict[str, tuple[str, str, str]]) -> tuple[Column, ...]:
+    """The columns of the stored table under a view: the view's, with each text column named in ``ids``
+    replaced by the id column that refers to its text."""
+    return tuple(Column(*ids[c.name]) if c.name in ids else c for c in columns)
+
+
+_KERNELS = Table(
+    "kernels",
+    "One row per kernel execution on a GPU (Nsight Systems CUPTI_ACTIVITY_KIND_KERNEL). A view: kernel_rows "
+    "with its names from kernel_names; write rows with nsight_advisor.store.insert_kernels.",
+    _cols(
+        _CAPTURE_ID,
+        _DEVICE_ID,
+        ("context_id", "INTEGER", "CUDA context."),
+        ("stream_id", "INTEGER", "CUDA stream."),
+        ("pid", "BIGINT", "Process id, decoded from globalPid."),
+        ("tid", "BIGINT", "Thread that launched it (from the launching API call with the same correlation id), or NULL."),
+        ("correlation_id", "BIGINT", "Links to api_calls.correlation_id of the launching call (same pid)."),
+        *_TIMES,
+        ("name", "VARCHAR", "Demangled name exactly as `nsys stats` prints it by default."),
+        ("short_name", "VARCHAR", "Base function name without templates or arguments."),
+        ("mangled_name", "VARCHAR", "Mangled name when the export has it, else NULL."),
+        ("grid_x", "INTEGER", "Grid size in blocks, x."),
+        ("grid_y", "INTEGER", "Grid size in blocks, y."),
+        ("grid_z", "INTEGER", "Grid size in blocks, z."),
+        ("block_x", "INTEGER", "Block size in threads, x."),
+        ("block_y", "INTEGER", "Block size in threads, y."),
+        ("block_z", "INTEGER", "Block size in threads, z."),
+        ("blocks", "BIGINT", "grid_x * grid_y * grid_z."),
+        ("threads_per_block", "INTEGER", "block_x * block_y * block_z."),
+        ("registers_per_thread", "INTEGER", "Registers per thread."),
+        ("static_shared_mem_bytes", "BIGINT", "Static shared memory per block, bytes."),
+        ("dynamic_shared_mem_bytes", "BIGINT", "Dynamic shared memory per block, bytes."),
+        ("shared_mem_bytes", "BIGINT", "Static + dynamic shared memory per block, bytes."),
+        ("local_mem_per_thread_bytes", "BIGINT", "Local memory per thread, bytes (non-zero often means register spills)."),
+        ("launch_type", "VARCHAR", "Launch type label (regular, cooperative_single_device, ...), or NULL."),
+        ("graph_node_id", "BIGINT", "CUDA graph node that launched it, or NULL."),
+        ("graph_id", "BIGINT", "CUDA graph id when recorded, or NULL."),
+    ),
+    stored=False,
+)
+
+
+_NVTX_RANGES = Table(
+    "nvtx_ranges",
+    "NVTX ranges and marks (NVTX_EVENTS), with text resolved and nesting depth computed. A view: nvtx_rows "
+    "with its domain names from nvtx_domains; write rows with nsight_advisor.store.insert_nvtx_ranges.",
+    _cols(
+        _CAPTURE_ID,
+        ("pid", "BIGINT", "Process id, decoded from globalTid."),
+        ("tid", "BIGINT", "Thread that opened the range."),
+        ("domain", "VARCHAR", "NVTX domain name; 'Default' for the unnamed domain."),
+        ("text", "VARCHAR", "Range or mark text."),
+        # An ENUM (the values compare and print as text): a closed vocabulary, stored as one byte per row.
+        # As VARCHAR it cost 1 CPU-second per 5M ranges to write, against 0.3 s (measured, DuckDB 1.5).
+        ("event_type", "ENUM('push_pop', 'start_end', 'mark')", "push_pop, start_end or mark (an ENUM: compare with text)."),
+        ("start_ns", "BIGINT", "Start, ns."),
+        ("end_ns", "BIGINT", "End, ns; equal to start_ns for marks."),
+        ("duration_ns", "BIGINT", "end_ns - start_ns, ns."),
+        ("depth", "INTEGER", "Nesting depth of push/pop ranges on their thread (0 = outermost); NULL for others."),
+        ("category", "INTEGER", "User category number, or NULL."),
+    ),
+    stored=False,
+)
+
+
 TABLES: tuple[Table, ...] = (
     Table(
         "captures",
@@ -137,75 +204,17 @@ TABLES: tuple[Table, ...] = (
             ("peak_fp8_tensor_flops_per_s", "DOUBLE", "Peak dense FP8 tensor-core FLOP/s (built-in table; NULL before Hopper/Ada)."),
         ),
     ),
-    Table(
-        "kernels",
-        "One row per kernel execution on a GPU (Nsight Systems CUPTI_ACTIVITY_KIND_KERNEL). A view: kernel_rows "
-        "with its names from kernel_names; write rows with nsight_advisor.store.insert_kernels.",
-        _cols(
-            _CAPTURE_ID,
-            _DEVICE_ID,
-            ("context_id", "INTEGER", "CUDA context."),
-            ("stream_id", "INTEGER", "CUDA stream."),
-            ("pid", "BIGINT", "Process id, decoded from globalPid."),
-            ("tid", "BIGINT", "Thread that launched it (from the launching API call with the same correlation id), or NULL."),
-            ("correlation_id", "BIGINT", "Links to api_calls.correlation_id of the launching call (same pid)."),
-            *_TIMES,
-            ("name", "VARCHAR", "Demangled name exactly as `nsys stats` prints it by default."),
-            ("short_name", "VARCHAR", "Base function name without templates or arguments."),
-            ("mangled_name", "VARCHAR", "Mangled name when the export has it, else NULL."),
-            ("grid_x", "INTEGER", "Grid size in blocks, x."),
-            ("grid_y", "INTEGER", "Grid size in blocks, y."),
-            ("grid_z", "INTEGER", "Grid size in blocks, z."),
-            ("block_x", "INTEGER", "Block size in threads, x."),
-            ("block_y", "INTEGER", "Block size in threads, y."),
-            ("block_z", "INTEGER", "Block size in threads, z."),
-            ("blocks", "BIGINT", "grid_x * grid_y * grid_z."),
-            ("threads_per_block", "INTEGER", "block_x * block_y * block_z."),
-            ("registers_per_thread", "INTEGER", "Registers per thread."),
-            ("static_shared_mem_bytes", "BIGINT", "Static shared memory per block, bytes."),
-            ("dynamic_shared_mem_bytes", "BIGINT", "Dynamic shared memory per block, bytes."),
-            ("shared_mem_bytes", "BIGINT", "Static + dynamic shared memory per block, bytes."),
-            ("local_mem_per_thread_bytes", "BIGINT", "Local memory per thread, bytes (non-zero often means register spills)."),
-            ("launch_type", "VARCHAR", "Launch type label (regular, cooperative_single_device, ...), or NULL."),
-            ("graph_node_id", "BIGINT", "CUDA graph node that launched it, or NULL."),
-            ("graph_id", "BIGINT", "CUDA graph id when recorded, or NULL."),
-        ),
-        stored=False,
-    ),
+    _KERNELS,
     Table(
         "kernel_rows",
         # Names are stored once per capture, not per launch: three ~200-character names written for each of
         # 1M launches were a third of the ingest's kernel step (3.7 -> 2.5 s, 6.0 -> 4.1 CPU-seconds).
         "What the kernels view is made of: one row per kernel execution, its names as ids into kernel_names.",
-        _cols(
-            _CAPTURE_ID,
-            _DEVICE_ID,
-            ("context_id", "INTEGER", "CUDA context."),
-            ("stream_id", "INTEGER", "CUDA stream."),
-            ("pid", "BIGINT", "Process id, decoded from globalPid."),
-            ("tid", "BIGINT", "Thread that launched it (from the launching API call with the same correlation id), or NULL."),
-            ("correlation_id", "BIGINT", "Links to api_calls.correlation_id of the launching call (same pid)."),
-            *_TIMES,
-            ("name_id", "BIGINT", "kernel_names.name_id of the demangled name, or NULL."),
-            ("short_name_id", "BIGINT", "kernel_names.name_id of the short name, or NULL."),
-            ("mangled_name_id", "BIGINT", "kernel_names.name_id of the mangled name, or NULL."),
-            ("grid_x", "INTEGER", "Grid size in blocks, x."),
-            ("grid_y", "INTEGER", "Grid size in blocks, y."),
-            ("grid_z", "INTEGER", "Grid size in blocks, z."),
-            ("block_x", "INTEGER", "Block size in threads, x."),
-            ("block_y", "INTEGER", "Block size in threads, y."),
-            ("block_z", "INTEGER", "Block size in threads, z."),
-            ("blocks", "BIGINT", "grid_x * grid_y * grid_z."),
-            ("threads_per_block", "INTEGER", "block_x * block_y * block_z."),
-            ("registers_per_thread", "INTEGER", "Registers per thread."),
-            ("static_shared_mem_bytes", "BIGINT", "Static shared memory per block, bytes."),
-            ("dynamic_shared_mem_bytes", "BIGINT", "Dynamic shared memory per block, bytes."),
-            ("shared_mem_bytes", "BIGINT", "Static + dynamic shared memory per block, bytes."),
-            ("local_mem_per_thread_bytes", "BIGINT", "Local memory per thread, bytes (non-zero often means register spills)."),
-            ("launch_type", "VARCHAR", "Launch type label (regular, cooperative_single_device, ...), or NULL."),
-            ("graph_node_id", "BIGINT", "CUDA graph node that launched it, or NULL."),
-            ("graph_id", "BIGINT", "CUDA graph id when recorded, or NULL."),
-        ),
+        _ids_for_text(_KERNELS.columns, {
+            "name": ("name_id", "BIGINT", "kernel_names.name_id of the demangled name, or NULL."),
+            "short_name": ("short_name_id", "BIGINT", "kernel_names.name_id of the short name, or NULL."),
+            "mangled_name": ("mangled_name_id", "BIGINT", "kernel_names.name_id of the mangled name, or NULL."),
+        }),
     ),
     Table(
         "kernel_names",
@@ -280,44 +289,14 @@ TABLES: tuple[Table, ...] = (
             ("event_id", "BIGINT", "CUDA event the call synchronized on, or NULL."),
         ),
     ),
-    Table(
-        "nvtx_ranges",
-        "NVTX ranges and marks (NVTX_EVENTS), with text resolved and nesting depth computed. A view: nvtx_rows "
-        "with its domain names from nvtx_domains; write rows with nsight_advisor.store.insert_nvtx_ranges.",
-        _cols(
-            _CAPTURE_ID,
-            ("pid", "BIGINT", "Process id, decoded from globalTid."),
-            ("tid", "BIGINT", "Thread that opened the range."),
-            ("domain", "VARCHAR", "NVTX domain name; 'Default' for the unnamed domain."),
-            ("text", "VARCHAR", "Range or mark text."),
-            ("event_type", "ENUM('push_pop', 'start_end', 'mark')", "push_pop, start_end or mark (an ENUM: compare with text)."),
-            ("start_ns", "BIGINT", "Start, ns."),
-            ("end_ns", "BIGINT", "End, ns; equal to start_ns for marks."),
-            ("duration_ns", "BIGINT", "end_ns - start_ns, ns."),
-            ("depth", "INTEGER", "Nesting depth of push/pop ranges on their thread (0 = outermost); NULL for others."),
-            ("category", "INTEGER", "User category number, or NULL."),
-        ),
-        stored=False,
-    ),
+    _NVTX_RANGES,
     Table(
         "nvtx_rows",
         # The domain as an id: its name as text on every range cost 1 CPU-second per 5M ranges to write.
         "What the nvtx_ranges view is made of: one row per range or mark, its domain as an id into nvtx_domains.",
-        _cols(
-            _CAPTURE_ID,
-            ("pid", "BIGINT", "Process id, decoded from globalTid."),
-            ("tid", "BIGINT", "Thread that opened the range."),
-            ("domain_id", "BIGINT", "NVTX domain id (0: the unnamed domain); its name in nvtx_domains."),
-            ("text", "VARCHAR", "Range or mark text."),
-            # An ENUM (the values compare and print as text): a closed vocabulary, stored as one byte per row.
-            # As VARCHAR it cost 1 CPU-second per 5M ranges to write, against 0.3 s (measured, DuckDB 1.5).
-            ("event_type", "ENUM('push_pop', 'start_end', 'mark')", "push_pop, start_end or mark (an ENUM: compare with text)."),
-            ("start_ns", "BIGINT", "Start, ns."),
-            ("end_ns", "BIGINT", "End, ns; equal to start_ns for marks."),
-            ("duration_ns", "BIGINT", "end_ns - start_ns, ns."),
-            ("depth", "INTEGER", "Nesting depth of push/pop ranges on their thread (0 = outermost); NULL for others."),
-            ("category", "INTEGER", "User category number, or NULL."),
-        ),
+        _ids_for_text(_NVTX_RANGES.columns, {
+            "domain": ("domain_id", "BIGINT", "NVTX domain id (0: the unnamed domain); its name in nvtx_domains."),
+        }),
     ),
     Table(
         "nvtx_domains",
