@@ -85,7 +85,7 @@ def insert_kernels(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
         return {id_column: _name_id(con, "kernel_names", "name_id", row["capture_id"], row[column])
                 for column, id_column in names.items() if row.get(column) is not None}
 
-    _insert_through_view(con, "kernels", "kernel_rows", rows, ids)
+    _insert_through_view(con, "kernels", rows, ids)
 
 
 def insert_nvtx_ranges(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
@@ -98,13 +98,14 @@ def insert_nvtx_ranges(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None
         return {"domain_id": 0 if domain in (None, "Default")
                 else _name_id(con, "nvtx_domains", "domain_id", row["capture_id"], domain)}
 
-    _insert_through_view(con, "nvtx_ranges", "nvtx_rows", rows, ids)
+    _insert_through_view(con, "nvtx_ranges", rows, ids)
 
 
-def _insert_through_view(con: duckdb.DuckDBPyConnection, view: str, stored: str, rows: list[dict], ids) -> None:
-    """Rows given as ``view``'s columns into the ``stored`` table under it; ``ids(row)`` gives the id columns."""
+def _insert_through_view(con: duckdb.DuckDBPyConnection, view: str, rows: list[dict], ids) -> None:
+    """Rows given as ``view``'s columns into the stored table under it; ``ids(row)`` gives the id columns."""
     from nsight_advisor.schema.tables import get_table
 
+    stored = get_table(view).rows_in
     view_columns, stored_columns = get_table(view).column_names, get_table(stored).column_names
     for row in rows:
         unknown = sorted(set(row) - set(view_columns))

@@ -13,8 +13,8 @@ Environment tables (TARGET_INFO_SYSTEM_ENV, META_DATA_CAPTURE, ProcessStreams) a
 from __future__ import annotations
 
 import contextlib
-import gc
 import datetime as _dt
+import gc
 import importlib.util
 import os
 import shutil
@@ -34,6 +34,7 @@ from nsight_advisor.ingest import nsys_enums as E
 from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS, DepthStream, NotStartOrdered, prefetched
 from nsight_advisor.progress import Progress
 from nsight_advisor.schema.hardware import lookup_gpu
+from nsight_advisor.schema.tables import get_table
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -416,7 +417,7 @@ class _Ingest:
             self.sql("INSERT INTO ingest_notes VALUES (?, ?, ?, ?)", [self.cid, data, rows, note])
 
     def inserted(self, table: str) -> int:
-        table = {"kernels": "kernel_rows", "nvtx_ranges": "nvtx_rows"}.get(table, table)  # a view's rows, unjoined
+        table = get_table(table).rows_in or table  # a view's rows, without joining their names
         return int(self.sql(f"SELECT count(*) FROM {table} WHERE capture_id = ?", [self.cid]).fetchone()[0])
 
     def dropped_note(self, table: str, source: str) -> None:
@@ -593,9 +594,8 @@ class _Ingest:
         self.sql(f"""
             INSERT INTO kernel_names
             SELECT $cid, s.id, s.value FROM {self.strings()} s
-            WHERE s.id IN (SELECT name_id FROM kernel_rows WHERE capture_id = $cid UNION
-                           SELECT short_name_id FROM kernel_rows WHERE capture_id = $cid UNION
-                           SELECT mangled_name_id FROM kernel_rows WHERE capture_id = $cid)""", {"cid": self.cid})
+            WHERE s.id IN (SELECT unnest([name_id, short_name_id, mangled_name_id]) FROM kernel_rows
+                           WHERE capture_id = $cid)""", {"cid": self.cid})
         self.dropped_note("kernels", KERNEL)
         if not self.cat.count(KERNEL):
             self.missing("kernels", f"{KERNEL} is empty: no kernels were traced", "nsys profile --trace=cuda")

@@ -31,14 +31,19 @@ class Column:
 class Table:
     """One table of the store, with a docstring and its columns.
 
-    ``stored`` is False for a table that is a view over stored ones (``kernels``): read it like any table;
-    write its rows with the function its docstring names.
+    ``rows_in`` names the stored table under a table that is a view (``kernels`` stands on ``kernel_rows``):
+    read it like any table; write its rows with the function its docstring names.
     """
 
     name: str
     doc: str
     columns: tuple[Column, ...] = field(default_factory=tuple)
-    stored: bool = True
+    rows_in: str | None = None
+
+    @property
+    def stored(self) -> bool:
+        """Whether the table holds its rows itself (False for a view)."""
+        return self.rows_in is None
 
     @property
     def column_names(self) -> list[str]:
@@ -97,7 +102,7 @@ _KERNELS = Table(
         ("graph_node_id", "BIGINT", "CUDA graph node that launched it, or NULL."),
         ("graph_id", "BIGINT", "CUDA graph id when recorded, or NULL."),
     ),
-    stored=False,
+    rows_in="kernel_rows",
 )
 
 
@@ -120,7 +125,7 @@ _NVTX_RANGES = Table(
         ("depth", "INTEGER", "Nesting depth of push/pop ranges on their thread (0 = outermost); NULL for others."),
         ("category", "INTEGER", "User category number, or NULL."),
     ),
-    stored=False,
+    rows_in="nvtx_rows",
 )
 
 
