@@ -30,14 +30,19 @@ CAPTURE_COLUMNS = ("capture_id", "source_name", "format", "tool", "tool_version"
 def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, rules_dirs: Iterable[Path] = (),
                  config_path: Path | None = None, overrides: Iterable[str] = (), select: Iterable[str] = (),
                  ignore: Iterable[str] = (), progress: bool = False, include_builtin: bool = True,
-                 time_limit_s: float | None = None) -> AnalysisResult:
+                 time_limit_s: float | None = None, window: str | None = None,
+                 gpu: str | None = None) -> AnalysisResult:
     """Run the built-in rules and those in ``rules_dirs`` over ``capture_ids`` of the store behind ``con``.
 
     Config comes from ``config_path``, else ``./nsight-advisor.toml``, else ``[tool.nsight-advisor]`` in
-    ``./pyproject.toml``; ``overrides`` are ``RULE.PARAM=VALUE`` strings. Bad rules or config raise
-    RuleError/ConfigError before anything runs.
+    ``./pyproject.toml``; ``overrides`` are ``RULE.PARAM=VALUE`` strings. ``window`` is ``--window``
+    (``START:END`` seconds or an NVTX range name), ``gpu`` is ``--gpu`` (a GPU model for captures that do not
+    name theirs; else the config's ``[gpu]``). Bad rules or config raise RuleError/ConfigError before anything
+    runs.
     """
+    from nsight_advisor.engine.accounting import parse_window
     from nsight_advisor.engine.config import apply_params, find_config, select_rules
+    from nsight_advisor.engine.gpu_override import resolve_gpu_override
     from nsight_advisor.engine.rules import load_rules
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S
 
@@ -46,7 +51,8 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
     rules = apply_params(rules, config, overrides)
     rules = select_rules(rules, config, select, ignore)
     limit = time_limit_s or config.rule_time_limit_s or DEFAULT_TIME_LIMIT_S
-    return analyze_with_rules(con, capture_ids, rules, progress=progress, time_limit_s=limit)
+    return analyze_with_rules(con, capture_ids, rules, progress=progress, time_limit_s=limit,
+                              window=parse_window(window), gpu=resolve_gpu_override(gpu, config.gpu))
 
 
 def rules_reading(tables: Iterable[str], *, rules_dirs: Iterable[Path] = (), config_path: Path | None = None,
@@ -75,20 +81,28 @@ def rules_reading(tables: Iterable[str], *, rules_dirs: Iterable[Path] = (), con
 
 
 def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], rules: list[Rule], *,
-                       progress: bool = False, time_limit_s: float | None = None) -> AnalysisResult:
-    """Run already loaded ``rules`` over ``capture_ids``; one outcome per rule, findings ranked by impact.
+                       progress: bool = False, time_limit_s: float | None = None, window=None,
+                       gpu=None) -> AnalysisResult:
+    """Run already loaded ``rules`` over ``capture_ids``; one outcome per rule, findings reconciled so that none
+    claims time another already claims (docs/impact.md), ranked by severity, then impact.
 
-    ``time_limit_s`` bounds each rule's query (default: the runner's DEFAULT_TIME_LIMIT_S).
+    ``time_limit_s`` bounds each rule's query (default: the runner's DEFAULT_TIME_LIMIT_S); ``window`` is an
+    :class:`~nsight_advisor.engine.accounting.WindowSpec`, ``gpu`` a
+    :class:`~nsight_advisor.engine.gpu_override.GpuOverride`.
     """
     from nsight_advisor import __version__
+    from nsight_advisor.engine import accounting
+    from nsight_advisor.engine.gpu_override import apply_gpu_override
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
     from nsight_advisor.engine.summary import build_summary
     from nsight_advisor.progress import Progress
 
     time_limit_s = time_limit_s or DEFAULT_TIME_LIMIT_S
 
+    gpu_notes = apply_gpu_override(con, capture_ids, gpu)
     captures = read_captures(con, capture_ids)
     disable_external_access(con)
+    accounting.prepare(con, capture_ids, window)
     findings, outcomes = [], []
     # One status line on a terminal, drawn only once the rules have taken over a second.
     with Progress("rules", len(rules) + 1, enabled=progress) as bar:
@@ -103,10 +117,35 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
             bar.step(f"{rule.id} {rule.name}")
         summary = build_summary(con, list(capture_ids))
         bar.step("summary")
-    findings.sort(key=lambda f: (-f.impact_ns, -severity_rank(f.severity), f.rule_id, f.capture_id))
+    findings, accounts = settle_impacts(con, captures, findings)
+    public = []
+    for c in captures:
+        cap = _public_capture(c)
+        cap["accounting"] = accounts.get(c["capture_id"], [])
+        if gpu_notes.get(c["capture_id"]):
+            cap["gpu_notes"] = gpu_notes[c["capture_id"]]
+        public.append(cap)
     return AnalysisResult(tool={"name": "nsight-advisor", "version": __version__},
-                          captures=[_public_capture(c) for c in captures], findings=findings, outcomes=outcomes,
-                          summary=summary)
+                          captures=public, findings=findings, outcomes=outcomes, summary=summary)
+
+
+def settle_impacts(con: duckdb.DuckDBPyConnection, captures: list[dict], findings: list) -> tuple[list, dict]:
+    """Reconcile the findings' claims against each device's time partition (nsight_advisor.engine.impact) and
+    rank them; returns the findings and the accounting they were settled against."""
+    from nsight_advisor.engine import accounting
+    from nsight_advisor.engine.impact import kernel_time_by_name, reconcile
+
+    ids = [c["capture_id"] for c in captures]
+    accounts = accounting.read_accounting(con, ids)
+    settled = reconcile(findings, captures, accounts, {cid: kernel_time_by_name(con, cid) for cid in ids})
+    settled.sort(key=finding_rank)
+    return settled, accounts
+
+
+def finding_rank(f) -> tuple:
+    """Sort key of the ranking: severity first (a rule may cap one-time costs at info), then impact."""
+    return (-severity_rank(f.severity), -f.impact_ns, f.rule_id, f.capture_id,
+            -1 if f.device_id is None else f.device_id)
 
 
 def read_captures(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> list[dict]:
@@ -165,4 +204,4 @@ def combine_outcomes(rule: Rule, results: list, n_captures: int) -> Outcome:
     return Outcome(rule.id, rule.name, "skipped", reason=reason, capture_option=option)
 
 
-__all__ = ["run_analysis", "analyze_with_rules", "read_captures"]
+__all__ = ["run_analysis", "analyze_with_rules", "read_captures", "settle_impacts"]

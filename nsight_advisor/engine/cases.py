@@ -171,7 +171,7 @@ def build_case_store(case: Case, con=None):
 
 def run_case(rule: Rule, case: Case, *, time_limit_s: float = 30.0) -> CaseResult:
     """Run ``rule`` on the case's store and compare with the expectations."""
-    from nsight_advisor.engine import combine_outcomes, read_captures
+    from nsight_advisor.engine import combine_outcomes, read_captures, settle_impacts
     from nsight_advisor.engine.runner import run_rule_on_capture
 
     try:
@@ -184,10 +184,11 @@ def run_case(rule: Rule, case: Case, *, time_limit_s: float = 30.0) -> CaseResul
         captures = read_captures(con, ids)
         run = rule.with_params(case.params) if case.params else rule
         results = [(c, run_rule_on_capture(con, run, c, time_limit_s=time_limit_s)) for c in captures]
+        # impacts as an analysis settles them (one rule alone: within each device's partition)
+        findings, _ = settle_impacts(con, captures, [f for _, r in results for f in r.findings])
     finally:
         empty_store()  # leave no case rows behind
     outcome = combine_outcomes(run, results, len(captures))
-    findings = [f for _, r in results for f in r.findings]
     findings.sort(key=lambda f: -f.impact_ns)
     rows = sum(r.firing_rows for _, r in results)
     subjects = [next(iter(e.values()), None) for f in findings for e in f.evidence]

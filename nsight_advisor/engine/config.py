@@ -6,6 +6,9 @@ ignore = ["NA105"]                    # never run these
 rules_dirs = ["perf-rules"]           # extra rule folders, relative to this file
 rule_time_limit_s = 60                # a rule query running longer is stopped and the rule is errored
 
+[gpu]                                 # for captures that do not name their GPU (--gpu wins)
+model = "H100 SXM"                    # a model of the built-in table: `nsight-advisor analyze --help` lists them
+
 [rules.small-grid]                    # a rule's id or name
 min_blocks_per_sm = 2                 # a declared param, with the param's type
 ```
@@ -29,7 +32,7 @@ from nsight_advisor.engine.rules import Rule, find_rule
 from nsight_advisor.errors import ConfigError, RuleError
 
 CONFIG_FILE = "nsight-advisor.toml"
-_KEYS = ("select", "ignore", "rules_dirs", "rule_time_limit_s", "rules")
+_KEYS = ("select", "ignore", "rules_dirs", "rule_time_limit_s", "rules", "gpu")
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Config:
     rules_dirs: list[Path] = field(default_factory=list)
     rule_time_limit_s: float | None = None
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule key -> param -> value
+    gpu: str | None = None  # [gpu] model: facts for GPUs the capture does not describe
     source: str = "defaults"
 
 
@@ -95,7 +99,10 @@ def parse_config(data: dict, path: Path, prefix: str = "") -> Config:
     rules = data.get("rules", {})
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
         raise ConfigError(f"{path}: key '{prefix}rules': expected tables such as [rules.small-grid]")
-    return Config(select=str_list("select"), ignore=str_list("ignore"),
+    gpu = data.get("gpu", {})
+    if not isinstance(gpu, dict) or set(gpu) - {"model"} or not isinstance(gpu.get("model", ""), str):
+        raise ConfigError(f"{path}: key '{prefix}gpu': expected a table with one key, model = \"H100 SXM\"")
+    return Config(select=str_list("select"), ignore=str_list("ignore"), gpu=gpu.get("model") or None,
                   rules_dirs=[(path.parent / d) for d in str_list("rules_dirs")],
                   rule_time_limit_s=float(limit) if limit is not None else None,
                   params={k: dict(v) for k, v in rules.items()}, source=str(path))

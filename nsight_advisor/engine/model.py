@@ -11,6 +11,14 @@ from typing import Any
 
 SEVERITIES = ("info", "warning", "error")
 OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
+#: Parts of a device's time partition a finding's impact can come out of (docs/impact.md); host = host-wide.
+IMPACT_PARTS = ("kernel", "copy", "memset", "idle", "host")
+#: Why a GPU idled: the closed vocabulary of gpu_idle_gaps.cause (schema/views/32_idle_gaps.sql).
+IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "host", "unknown")
+#: What impact_pct is a share of.
+IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
+#: Version of the JSON report's shape (docs/reports.md has its changelog).
+REPORT_SCHEMA_VERSION = 2
 
 
 def severity_rank(severity: str) -> int:
@@ -47,9 +55,20 @@ class Finding:
     category: str = ""
     observed: Any = None
     threshold: Any = None
+    # The GPU whose time the impact comes out of; None for a host-wide finding (docs/impact.md).
+    device_id: int | None = None
+    # What impact_pct is a share of: the device's analysis window, the whole capture (host-wide findings), or
+    # the summed profiled kernel time (a Nsight Compute report alone).
+    impact_basis: str = "analysis window"
+    # The rule's own estimate before findings on the same time were reconciled; impact_ns <= claimed_ns.
+    claimed_ns: int = 0
+    # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
+    internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("internal", None)
+        return out
 
 
 @dataclass
@@ -82,6 +101,7 @@ class AnalysisResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": REPORT_SCHEMA_VERSION,
             "tool": self.tool,
             "captures": self.captures,
             "findings": [f.to_dict() for f in self.findings],

@@ -19,9 +19,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from nsight_advisor.engine.model import SEVERITIES
+from nsight_advisor.engine.model import IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
 from nsight_advisor.errors import RuleError
 from nsight_advisor.schema.tables import table_names
+from nsight_advisor.schema.views import analysis_view_names
 
 CATEGORIES = ("launch", "occupancy", "memory", "compute", "precision", "sync", "transfer", "timeline")
 STATUSES = ("preview", "stable")
@@ -86,6 +87,15 @@ class FindingSpec:
     evidence_columns: tuple[str, ...] = ()
     evidence_limit: int = 20
     severity_by_impact_pct: tuple[tuple[str, float], ...] = ()
+    # Which part of a device's time partition the impact comes out of (docs/impact.md): kernel, copy, memset,
+    # idle (with the idle causes it claims) or host (host-wide time, no device).
+    impact_part: str = "kernel"
+    impact_causes: tuple[str, ...] = ()
+    # The column naming what an evidence row is about (a kernel name for kernel-part rules): findings of several
+    # rules on the same subject combine instead of adding up. Default: the first evidence column.
+    subject_column: str = ""
+    # A query column that, when not NULL, sets the finding's severity (the rule's SQL decides it).
+    severity_column: str = ""
 
 
 @dataclass
@@ -345,9 +355,9 @@ def _load_requires(items: list, path: Path) -> list[Requirement]:
                          'write table = "kernels" (or metric = "...", gpu_metric = "...")')
         kind = kinds[0]
         value = t.get(kind, str)
-        if kind == "table" and value not in table_names():
-            raise t.fail("table", f"{value!r} is not a normalized table",
-                         f"use one of: {', '.join(table_names())}")
+        if kind == "table" and value not in table_names() and value not in analysis_view_names():
+            raise t.fail("table", f"{value!r} is not a normalized table or analysis view",
+                         f"use one of: {', '.join([*table_names(), *analysis_view_names()])}")
         option = t.get("capture_option", str, fix='add capture_option = "nsys profile --trace=cuda" (what records it)')
         t.reject_unknown()
         out.append(Requirement(kind, value, option))
@@ -410,10 +420,23 @@ def _load_finding(raw: dict, path: Path) -> FindingSpec:
             raise t.fail("severity_by_impact_pct", f"threshold for {level} is not a number",
                          "write e.g. { warning = 1.0, error = 10.0 }")
         levels.append((level, float(pct)))
+    part = t.choice("impact_part", IMPACT_PARTS, required=False, default="kernel")
+    causes = tuple(t.str_list("impact_causes", required=False))
+    unknown = [c for c in causes if c not in IDLE_CAUSES]
+    if unknown:
+        raise t.fail("impact_causes", f"{unknown[0]!r} is not an idle cause", f"use {', '.join(IDLE_CAUSES)}")
+    if part == "idle" and not causes:
+        raise t.fail("impact_causes", "missing for impact_part = 'idle'",
+                     'name the idle causes the impact comes from, e.g. impact_causes = ["sync"]')
+    if causes and part != "idle":
+        raise t.fail("impact_causes", "only for impact_part = 'idle'", "remove it, or set impact_part = 'idle'")
+    subject = t.get("subject_column", str, required=False, default="") or evidence[0]
+    severity_column = t.get("severity_column", str, required=False, default="")
     t.reject_unknown()
     return FindingSpec(message=message, fix=fix, impact_column=impact_column, group_by=group_by,
                        order_by=order_by, evidence_columns=evidence, evidence_limit=limit,
-                       severity_by_impact_pct=tuple(levels))
+                       severity_by_impact_pct=tuple(levels), impact_part=part, impact_causes=causes,
+                       subject_column=subject, severity_column=severity_column)
 
 
 def _load_docs(raw: dict, path: Path) -> dict[str, str]:

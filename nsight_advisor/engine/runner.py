@@ -21,7 +21,7 @@ import duckdb
 
 from nsight_advisor import sql_params
 from nsight_advisor.catalog import get_principle
-from nsight_advisor.engine.model import Finding, PrincipleRef, severity_rank
+from nsight_advisor.engine.model import SEVERITIES, Finding, PrincipleRef, severity_rank
 from nsight_advisor.engine.rules import Rule, query_params
 
 #: Seconds one rule query may run before it is interrupted (config: rule_time_limit_s).
@@ -263,28 +263,69 @@ def _sort_key(value: Any) -> tuple:
 # --- findings --------------------------------------------------------------------------------------------
 
 def _make_finding(rule: Rule, capture: dict, group: Group) -> Finding:
+    """A finding with the rule's own impact estimate (``claimed_ns``). Its impact share, severity and message are
+    final only after :func:`nsight_advisor.engine.impact.reconcile` has settled what each finding claims; the
+    message is formatted here too, so that a bad template errors the rule at once."""
     spec = rule.finding
     values = rule.values()
-    impact_ns = int(round(group.total_impact)) if math.isfinite(group.total_impact) else 0
-    duration = capture.get("duration_ns") or 0
-    impact_pct = round(100.0 * impact_ns / duration, 3) if duration > 0 else 0.0
+    impact_ns = max(int(round(group.total_impact)), 0) if math.isfinite(group.total_impact) else 0
     top = group.rows[0] if group.rows else {}
     observed = top.get(rule.judgement.column) if rule.judgement else None
     threshold = values.get(rule.judgement.param) if rule.judgement else None
-    missing = [c for c in spec.evidence_columns if c not in group.columns]
+    missing = [c for c in (*spec.evidence_columns, spec.severity_column) if c and c not in group.columns]
     if missing:
         raise RuleRunError(f"evidence column(s) {', '.join(missing)} are not in the query's result "
                            f"({', '.join(group.columns)})")
-    context = message_context(rule, group.total_rows, impact_ns, impact_pct, observed, threshold, top, group.value)
-    return Finding(
-        rule_id=rule.id, rule_name=rule.name, severity=severity_for(rule, impact_pct), title=rule.title,
-        message=format_message(spec.message, context), capture_id=capture["capture_id"], impact_ns=impact_ns,
-        impact_pct=impact_pct,
+    device_id = _device_of(spec, group)
+    finding = Finding(
+        rule_id=rule.id, rule_name=rule.name, severity=rule.severity, title=rule.title, message="",
+        capture_id=capture["capture_id"], impact_ns=impact_ns, impact_pct=0.0,
         evidence=[{c: json_value(row.get(c)) for c in spec.evidence_columns} for row in group.rows],
         evidence_columns=list(spec.evidence_columns), evidence_total_rows=group.total_rows,
-        principles=resolve_principles(rule.principles), fix=format_message(spec.fix, context),
-        category=rule.category, observed=json_value(observed), threshold=json_value(threshold),
+        principles=resolve_principles(rule.principles), category=rule.category, observed=json_value(observed),
+        threshold=json_value(threshold), device_id=device_id, claimed_ns=impact_ns,
     )
+    finding.internal = {
+        "rule": rule, "rows": group.total_rows, "top": top, "group": group.value, "part": spec.impact_part,
+        "causes": spec.impact_causes,
+        # (subject, claimed ns) per evidence row: what kernel-part findings combine on
+        "claims": [(row.get(spec.subject_column), _to_float(row.get(spec.impact_column))) for row in group.rows],
+        "severity": top.get(spec.severity_column) if spec.severity_column else None,
+    }
+    duration = capture.get("duration_ns") or 0
+    finalize(finding, impact_ns, round(100.0 * impact_ns / duration, 3) if duration > 0 else 0.0)
+    return finding
+
+
+def _device_of(spec, group: Group) -> int | None:
+    """The device a group's rows concern: the group's value when grouped by device, else the rows' one device_id."""
+    if spec.group_by == "device_id":
+        return None if group.value is None else int(group.value)
+    if "device_id" in group.columns:
+        devices = {row.get("device_id") for row in group.rows}
+        if len(devices) == 1 and None not in devices:
+            return int(devices.pop())
+    return None
+
+
+def finalize(finding: Finding, impact_ns: int, impact_pct: float) -> None:
+    """Set a finding's impact and derive its severity, message and fix from them.
+
+    Severity follows ``severity_by_impact_pct`` (or the rule's severity column); a finding that costs nothing is
+    never more than info.
+    """
+    rule: Rule = finding.internal["rule"]
+    spec = rule.finding
+    finding.impact_ns, finding.impact_pct = impact_ns, impact_pct
+    chosen = finding.internal.get("severity")
+    severity = chosen if chosen in SEVERITIES else severity_for(rule, impact_pct)
+    finding.severity = severity if impact_ns > 0 else "info"
+    context = message_context(rule, finding.internal["rows"], impact_ns, impact_pct, finding.internal["top"].get(
+        rule.judgement.column) if rule.judgement else None, finding.threshold, finding.internal["top"],
+        finding.internal["group"])
+    context["device_id"] = finding.device_id
+    finding.message = format_message(spec.message, context)
+    finding.fix = format_message(spec.fix, context)
 
 
 def severity_for(rule: Rule, impact_pct: float) -> str:

@@ -12,9 +12,10 @@ templates only lay it out:
 * ``roofline``: profiled kernels as (ops:byte, FLOP/s) points with the GPU's roofs, when the ncu view
   ``ncu_kernel_summary`` provides them; ``None`` otherwise.
 
-GPU busy time is the union of kernel, memcpy and memset intervals per device (overlapping work on one
-device counts once); a capture's busy % is that time summed over the devices that ran anything,
-divided by wall time times the number of those devices.
+GPU busy time is the union of kernel, memcpy and memset intervals per device within the analysis window
+(the analysis layer's gpu_busy_intervals: overlapping work on one device counts once); a capture's busy %
+is that time summed over the devices that ran anything, divided by the window times the number of those
+devices.
 """
 
 from __future__ import annotations
@@ -31,15 +32,6 @@ UTILIZATION_BINS = 120
 MAX_GPUS_LISTED = 16
 ROOFLINE_MAX_POINTS = 200
 
-# Kernel name patterns per category (lower-cased name, DuckDB regular expressions), first match wins.
-# Used only when the rule library's view ``kernel_classes`` is absent.
-CATEGORY_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("communication", r"nccl|allreduce|all_reduce|allgather|all_gather|reducescatter|reduce_scatter|alltoall|sendrecv"),
-    ("GEMM/conv", r"gemm|matmul|conv|cutlass|cublas|xmma|wgrad|dgrad|fprop|nvjet|_mma|hmma|s884|s1688|s16816|flash_fwd|flash_bwd|fmha|attention"),
-    ("reduction/norm", r"reduce|reduction|norm|softmax|scan|sum_|_sum|argmax|argmin|mean|welford|topk|sort"),
-    ("copy", r"copy|memcpy|memset|transpose|cat_|concat|gather|scatter|fill|index_select|permute"),
-    ("elementwise", r"elementwise|vectorized|unrolled|pointwise|add|mul|relu|gelu|silu|sigmoid|tanh|exp|triton_poi|fused|vec"),
-)
 CATEGORY_ORDER = ("GEMM/conv", "attention", "elementwise", "reduction/norm", "copy", "communication", "other")
 # Display labels of the category codes the view ``kernel_classes`` uses.
 CATEGORY_LABELS = {"gemm_conv": "GEMM/conv", "reduction_norm": "reduction/norm"}
@@ -105,38 +97,19 @@ def _columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
 
 
 def _busy_by_capture(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
-    # GPU busy time per (capture, device) as disjoint pieces that tile the union of the intervals: each interval,
-    # in start order, adds the part of it that lies beyond every earlier interval's end. One sorted pass; the
-    # pieces sum to the union's length, and their overlaps with any time bin to the union's (measured on 1.27M
-    # intervals: 0.34 s, against 0.70 s for islands numbered with a second pass and a grouping).
+    # GPU busy time per capture from the analysis layer: the union of each device's operations within the
+    # analysis window (views/31_time_partition.sql), the same time the accounting's kernel, copy and memset
+    # parts add up to.
     con.execute("""
         create or replace temp table _summary_islands as
-        with work as (
-            select capture_id, device_id, start_ns, end_ns from kernels
-            where capture_id in (select capture_id from _summary_ids) and end_ns > start_ns
-            union all
-            select capture_id, device_id, start_ns, end_ns from memcpys
-            where capture_id in (select capture_id from _summary_ids) and end_ns > start_ns
-            union all
-            select capture_id, device_id, start_ns, end_ns from memsets
-            where capture_id in (select capture_id from _summary_ids) and end_ns > start_ns
-        ),
-        ordered as (
-            select capture_id, device_id, start_ns, end_ns,
-                   max(end_ns) over (partition by capture_id, device_id order by start_ns, end_ns
-                                     rows between unbounded preceding and 1 preceding) as prev_end_ns
-            from work
-        )
-        select capture_id, coalesce(device_id, -1) as device_id,
-               greatest(start_ns, coalesce(prev_end_ns, start_ns)) as start_ns, end_ns
-        from ordered
-        where end_ns > greatest(start_ns, coalesce(prev_end_ns, start_ns))
+        select capture_id, device_id, start_ns, end_ns from gpu_busy_intervals
+        where capture_id in (select capture_id from _summary_ids)
     """)
     out: dict[int, dict[str, Any]] = {}
     for r in _rows(con, """
-        select capture_id, count(distinct device_id) as active_devices, sum(end_ns - start_ns) as busy_ns,
-               min(start_ns) as first_ns, max(end_ns) as last_ns
-        from _summary_islands group by capture_id
+        select i.capture_id, count(distinct i.device_id) as active_devices, sum(i.end_ns - i.start_ns) as busy_ns,
+               min(i.start_ns) as first_ns, max(i.end_ns) as last_ns, any_value(w.duration_ns) as window_ns
+        from _summary_islands i join analysis_window w using (capture_id) group by i.capture_id
     """):
         out[int(r["capture_id"])] = r
     return out
@@ -180,8 +153,9 @@ def _captures(con: duckdb.DuckDBPyConnection, busy: dict[int, dict[str, Any]]) -
         wall_ns = cap["wall_ns"]
         cap["busy_ns"] = int(b["busy_ns"]) if b else 0
         cap["active_devices"] = int(b["active_devices"]) if b else 0
-        if b and wall_ns and wall_ns > 0:
-            cap["gpu_busy_pct"] = round(100.0 * b["busy_ns"] / (wall_ns * b["active_devices"]), 4)
+        window_ns = b["window_ns"] if b else None
+        if b and window_ns and window_ns > 0:
+            cap["gpu_busy_pct"] = round(100.0 * b["busy_ns"] / (window_ns * b["active_devices"]), 4)
         else:
             cap["gpu_busy_pct"] = None
         own = [g for g in gpus if g["capture_id"] == cid] or [g for g in ncu_gpus if g["capture_id"] == cid]
@@ -244,58 +218,23 @@ def _top_kernels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [_clean(r) for r in rows]
 
 
-def _category_case() -> str:
-    parts = [f"when regexp_matches(lower(name), '{pattern}') then '{label}'" for label, pattern in CATEGORY_PATTERNS]
-    return "case " + " ".join(parts) + " else 'other' end"
-
-
-def _macro_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(sql_params.execute(con, "select count(*) from duckdb_functions() where function_name = $n", {"n": name}).fetchone()[0])
-
-
 def _categories(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     # Kernels are summed per name first, then each name is classified once (a million launches share a few
-    # thousand names), with the rule library's classifier (views/10_kernel_classes.sql) when it is there.
-    kernel_rows = None
-    if _macro_exists(con, "na_kernel_category"):
-        try:
-            kernel_rows = _rows(con, """
-                with per_name as (
-                    select name, any_value(short_name) as short_name, sum(duration_ns) as total_ns
-                    from kernels where capture_id in (select capture_id from _summary_ids) group by name
-                )
-                select na_kernel_category(name, short_name) as category, sum(total_ns) as total_ns
-                from per_name group by 1
-            """)
-        except duckdb.Error:
-            kernel_rows = None  # a broken classifier must not break the report; fall back below
-    if kernel_rows is None and _relation_exists(con, "kernel_classes"):
-        cols = set(_columns(con, "kernel_classes"))
-        try:
-            if {"category", "duration_ns", "capture_id"} <= cols:
-                kernel_rows = _rows(con, """
-                    select category, sum(duration_ns) as total_ns from kernel_classes
-                    where capture_id in (select capture_id from _summary_ids) group by category
-                """)
-        except duckdb.Error:
-            kernel_rows = None
-    if kernel_rows is None:
-        kernel_rows = _rows(con, f"""
-            with per_name as (
-                select name, sum(duration_ns) as total_ns
-                from kernels where capture_id in (select capture_id from _summary_ids) group by name
-            )
-            select {_category_case()} as category, sum(total_ns) as total_ns from per_name group by 1
-        """)
-    if not kernel_rows and _relation_exists(con, "ncu_kernel_classes"):
+    # thousand names) by the analysis layer's classifier (views/10_kernel_classes.sql).
+    kernel_rows = _rows(con, """
+        with per_name as (
+            select name, any_value(short_name) as short_name, sum(duration_ns) as total_ns
+            from kernels where capture_id in (select capture_id from _summary_ids) group by name
+        )
+        select na_kernel_category(name, short_name) as category, sum(total_ns) as total_ns
+        from per_name group by 1
+    """)
+    if not kernel_rows:
         # ncu-only captures: the profiled kernels' measured durations.
-        try:
-            kernel_rows = _rows(con, """
-                select category, sum(duration_ns)::BIGINT as total_ns from ncu_kernel_classes
-                where capture_id in (select capture_id from _summary_ids) and duration_ns > 0 group by category
-            """)
-        except duckdb.Error:
-            kernel_rows = []
+        kernel_rows = _rows(con, """
+            select category, sum(duration_ns)::BIGINT as total_ns from ncu_kernel_classes
+            where capture_id in (select capture_id from _summary_ids) and duration_ns > 0 group by category
+        """)
     totals: dict[str, int] = {}
     for r in kernel_rows:
         label = str(r["category"] or "other")

@@ -88,6 +88,9 @@ class ExportCatalog:
 
 #: Tables an ingest may leave out when the caller says nothing will read them (see ``capture_deferred``).
 DEFERRABLE = ("nvtx_ranges", "gpu_metrics")
+#: A deferrable table is left out only when its export table holds at least this many rows: smaller ones load in
+#: well under a second and the analysis layer reads them when present (NVTX ranges name idle gaps' causes).
+DEFER_MIN_ROWS = 250_000
 
 
 def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False,
@@ -327,7 +330,7 @@ class _Ingest:
 
     def deferred(self, table: str, source: str, span_sql: str) -> bool:
         """True when ``table`` is deferred: record it, the rows of its ``source`` table and their span."""
-        if table not in self.defer:
+        if table not in self.defer or (self.cat.count(source) or 0) < DEFER_MIN_ROWS:
             return False
         self.sql("INSERT INTO capture_deferred VALUES (?, ?, ?)",
                  [self.cid, table, self.cat.count(source)])

@@ -73,3 +73,8 @@ def lookup_gpu(name: str | None) -> GpuSpec | None:
         if re.search(pattern, lowered):
             return spec
     return None
+
+
+def known_models() -> list[str]:
+    """The model names of the built-in table, as ``--gpu`` accepts them."""
+    return [spec.key for _, spec in _SPECS]

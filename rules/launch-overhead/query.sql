@@ -5,17 +5,19 @@
 -- per short name at the end (measured on a 1M-kernel store: 0.40 s -> 0.26 s).
 with launches as (
     select
+        k.device_id,
         coalesce(k.short_name, k.name) as short_name,
         k.duration_ns as kernel_ns,
         a.duration_ns as api_ns,
         a.base_name as api
     from kernels k
-    join api_calls a on a.capture_id = k.capture_id and a.correlation_id = k.correlation_id and a.pid = k.pid
+    join cuda_api_calls a on a.capture_id = k.capture_id and a.correlation_id = k.correlation_id and a.pid = k.pid
     where k.capture_id = $capture_id and k.graph_node_id is null
       and a.base_name ilike '%launch%' and a.base_name not ilike '%graph%'
 ),
 per_name as (
     select
+        device_id,
         short_name,
         any_value(api) as api,
         count(*) as launches,
@@ -24,7 +26,7 @@ per_name as (
         round(median(kernel_ns)) as median_kernel_ns,
         round(median(api_ns)) as median_launch_api_ns
     from launches
-    group by short_name
+    group by device_id, short_name
 ),
 full_names as (
     select coalesce(short_name, name) as short_name, min(name) as name
@@ -34,13 +36,14 @@ full_names as (
 )
 select
     short_name,
+    device_id,
     api,
     launches,
     median_kernel_ns,
     median_launch_api_ns,
     round(median_launch_api_ns / nullif(median_kernel_ns, 0), 2) as launch_to_kernel_ratio,
     -- per launch, the time the host needs beyond what the kernel runs: the GPU waits that long when the host is
-    -- the bottleneck
+    -- the bottleneck (reconciled against the device's 'launch' idle time: short gaps between operations)
     cast(launches * greatest(median_launch_api_ns - median_kernel_ns, 0) as bigint) as impact_ns,
     f.name
 from per_name

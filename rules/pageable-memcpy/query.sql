@@ -1,4 +1,4 @@
--- Asynchronous copies (cudaMemcpy*Async) from or to pageable host memory: the driver stages them through a pinned
+-- Asynchronous copies (runtime cudaMemcpy*Async, driver cuMemcpy*Async) from or to pageable host memory: the driver stages them through a pinned
 -- buffer, so they block the host and cannot overlap with kernels. One row per process, API, direction and kinds.
 select
     a.base_name as api,
@@ -12,9 +12,9 @@ select
     sum(m.duration_ns) as transfer_ns,
     -- The host waits in the API call for the staged copy; with pinned memory the call returns at once.
     sum(a.duration_ns) as impact_ns
-from api_calls a
+from cuda_api_calls a
 join memcpys m on m.capture_id = a.capture_id and m.correlation_id = a.correlation_id and m.pid = a.pid
 where a.capture_id = $capture_id
-  and a.base_name ilike 'cudaMemcpy%async%'
+  and (a.base_name ilike 'cudaMemcpy%async%' or a.base_name ilike 'cuMemcpy%async%')
   and (m.src_kind = 'pageable' or m.dst_kind = 'pageable')
 group by a.base_name, m.direction, m.src_kind, m.dst_kind, a.pid

@@ -1,0 +1,148 @@
+-- The analysis layer, part 2: the time partition of each GPU over the analysis window.
+--
+-- One sweep over the start and end of every GPU operation (clipped to the window) cuts each device's window into
+-- segments in which the set of running operation kinds does not change. A segment is 'kernel' when any kernel
+-- runs, else 'copy' when a copy runs, else 'memset' when a set runs, else 'idle'. Their lengths therefore add up
+-- to the window exactly, and overlapping work on concurrent streams counts once.
+
+-- @view gpu_time_segments
+-- The pieces of each device's analysis window, one row per stretch in which the running operation kinds stay the
+-- same (zero-length stretches left out). Every device that ran any operation in the capture has segments
+-- covering the whole window.
+-- @column capture_id Capture (captures.capture_id).
+-- @column device_id GPU.
+-- @column start_ns Segment start, ns.
+-- @column end_ns Segment end, ns.
+-- @column duration_ns end_ns - start_ns, ns.
+-- @column state kernel (a kernel runs), copy (copies and no kernel), memset (only sets) or idle.
+-- @column kernels Kernels running in the segment.
+-- @column h2d_copies Host-to-device copies running (directions containing 'Host-to-Device').
+-- @column d2h_copies Device-to-host copies running (directions containing 'Device-to-Host').
+-- @column other_copies Other copies running (device-to-device, peer, host-to-host).
+-- @column memsets Memory sets running.
+create or replace view gpu_time_segments as
+with w as (
+    select capture_id, start_ns, end_ns from analysis_window
+),
+ops as (
+    select
+        o.capture_id, o.device_id,
+        greatest(o.start_ns, w.start_ns) as start_ns,
+        least(o.end_ns, w.end_ns) as end_ns,
+        (o.op = 'kernel')::integer as k,
+        (o.op = 'memcpy' and o.direction ilike '%host-to-device%')::integer as h,
+        (o.op = 'memcpy' and o.direction ilike '%device-to-host%')::integer as d,
+        (o.op = 'memcpy' and o.direction not ilike '%host-to-device%'
+            and o.direction not ilike '%device-to-host%')::integer as c,
+        (o.op = 'memset')::integer as m
+    from gpu_ops o
+    join w on w.capture_id = o.capture_id
+    where o.end_ns > w.start_ns and o.start_ns < w.end_ns and o.end_ns > o.start_ns
+),
+devices as (
+    select distinct capture_id, device_id from gpu_ops
+),
+events as (
+    select capture_id, device_id, start_ns as t_ns, k, h, d, c, m from ops
+    union all
+    select capture_id, device_id, end_ns, -k, -h, -d, -c, -m from ops
+    union all
+    -- the window's two ends, on every device: the leading and trailing idle stretches
+    select dv.capture_id, dv.device_id, w.start_ns, 0, 0, 0, 0, 0 from devices dv join w using (capture_id)
+    union all
+    select dv.capture_id, dv.device_id, w.end_ns, 0, 0, 0, 0, 0 from devices dv join w using (capture_id)
+),
+swept as (
+    -- after each event, how many operations of each kind run, until the next event
+    select
+        capture_id, device_id,
+        t_ns as start_ns,
+        lead(t_ns) over w_dev as end_ns,
+        sum(k) over w_run as kernels,
+        sum(h) over w_run as h2d_copies,
+        sum(d) over w_run as d2h_copies,
+        sum(c) over w_run as other_copies,
+        sum(m) over w_run as memsets
+    from events
+    window w_dev as (partition by capture_id, device_id order by t_ns),
+           w_run as (w_dev rows unbounded preceding)
+)
+select
+    capture_id, device_id, start_ns, end_ns, end_ns - start_ns as duration_ns,
+    case when kernels > 0 then 'kernel'
+         when h2d_copies + d2h_copies + other_copies > 0 then 'copy'
+         when memsets > 0 then 'memset'
+         else 'idle' end as state,
+    kernels, h2d_copies, d2h_copies, other_copies, memsets
+from swept
+where end_ns > start_ns;
+
+-- @view gpu_busy_intervals
+-- The union of each device's operations within the analysis window: one row per stretch in which the device ran
+-- anything (kernels, copies or sets, on any stream), between two idle gaps.
+-- @column capture_id Capture (captures.capture_id).
+-- @column device_id GPU.
+-- @column start_ns Start of the busy stretch, ns.
+-- @column end_ns End of the busy stretch, ns.
+-- @column duration_ns end_ns - start_ns, ns.
+create or replace view gpu_busy_intervals as
+with marked as (
+    select capture_id, device_id, start_ns, end_ns, state,
+           -- busy stretches are numbered by the idle segments before them
+           count(*) filter (where state = 'idle') over (partition by capture_id, device_id order by start_ns
+                                                         rows unbounded preceding) as island
+    from gpu_time_segments
+)
+select capture_id, device_id, min(start_ns) as start_ns, max(end_ns) as end_ns, max(end_ns) - min(start_ns) as duration_ns
+from marked
+where state <> 'idle'
+group by capture_id, device_id, island;
+
+-- @view copy_exposure
+-- Per device and copy direction, the copies and the part of their time during which no kernel ran on the device
+-- (exposed: the 'copy' state of gpu_time_segments). A stretch in which copies of two directions run at once is
+-- shared evenly between them, so the directions never claim the same nanosecond.
+-- @column capture_id Capture (captures.capture_id).
+-- @column device_id GPU.
+-- @column direction h2d (host to device), d2h (device to host) or other.
+-- @column copies Copies of that direction in the whole capture.
+-- @column bytes Bytes copied.
+-- @column pageable_bytes Bytes copied from or to pageable host memory.
+-- @column transfer_ns Summed copy durations, ns.
+-- @column achieved_gb_per_s bytes / transfer_ns, GB/s.
+-- @column exposed_ns Copy time within the analysis window with no kernel running on the device, ns.
+create or replace view copy_exposure as
+with copies as (
+    select capture_id, device_id,
+           case when direction ilike '%host-to-device%' then 'h2d'
+                when direction ilike '%device-to-host%' then 'd2h' else 'other' end as direction,
+           bytes, duration_ns,
+           case when src_kind = 'pageable' or dst_kind = 'pageable' then bytes else 0 end as pageable_bytes
+    from memcpys
+),
+totals as (
+    select capture_id, device_id, direction, count(*) as copies, sum(bytes) as bytes,
+           sum(pageable_bytes) as pageable_bytes, sum(duration_ns) as transfer_ns
+    from copies
+    group by all
+),
+shares as (
+    select capture_id, device_id, duration_ns,
+           (h2d_copies > 0)::integer as h, (d2h_copies > 0)::integer as d, (other_copies > 0)::integer as o
+    from gpu_time_segments
+    where state = 'copy'
+),
+exposed as (
+    select capture_id, device_id, 'h2d' as direction, sum(duration_ns * h / (h + d + o)) as exposed_ns
+    from shares where h > 0 group by all
+    union all
+    select capture_id, device_id, 'd2h', sum(duration_ns * d / (h + d + o)) from shares where d > 0 group by all
+    union all
+    select capture_id, device_id, 'other', sum(duration_ns * o / (h + d + o)) from shares where o > 0 group by all
+)
+select t.capture_id, t.device_id, t.direction, t.copies, t.bytes, t.pageable_bytes, t.transfer_ns,
+       round(t.bytes / nullif(t.transfer_ns, 0), 2) as achieved_gb_per_s,
+       cast(round(coalesce(e.exposed_ns, 0)) as bigint) as exposed_ns
+from totals t
+left join exposed e on e.capture_id = t.capture_id and e.device_id is not distinct from t.device_id
+    and e.direction = t.direction;

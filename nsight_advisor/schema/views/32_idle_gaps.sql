@@ -1,0 +1,187 @@
+-- The analysis layer, part 3: why each GPU idled, and the partition with idle time split by cause.
+--
+-- Idle causes, a closed vocabulary (docs/impact.md explains each with an example):
+--   launch     : a gap under 20 us, the GPU waiting for the next launch (launch latency, the host's enqueue rate)
+--   startup    : CUDA initialization, module or library loading, lazy loading of a kernel on its first launch
+--   jit        : run-time compilation (NVRTC, PTX JIT, cuLink), named by CUDA calls or NVTX ranges
+--   allocation : cudaMalloc/cudaFree and their kin cover half the gap or more
+--   host-copy  : synchronous copies or sets staged by the host cover half the gap or more
+--   sync       : the host was blocked in a synchronization call when the GPU ran dry (and relaunched late), or
+--                sat in one for half the gap or more (waiting on other work)
+--   host       : other host work (named by the innermost NVTX range over the gap, else the CUDA call covering
+--                most of it)
+--   unknown    : the capture has no CUDA API trace to tell
+-- A gap gets exactly one cause (launch by its length alone). Module loading and compilation come with host work
+-- the trace does not name (library initialization, kernel lookup, the compiler before a module load), so such
+-- calls or ranges covering a tenth of a gap make it jit or startup, while allocation, host copies and
+-- synchronization must cover half (or, for sync, be waiting when the GPU ran dry); a gap that none of these
+-- explains but that holds a module load is still startup.
+
+-- @view gpu_idle_gaps
+-- The idle stretches of each device within the analysis window, one row per gap, with its cause.
+-- @column capture_id Capture (captures.capture_id).
+-- @column device_id GPU.
+-- @column start_ns Gap start: the end of the device's last operation, or the window start, ns.
+-- @column end_ns Gap end: the start of the device's next operation, or the window end, ns.
+-- @column duration_ns end_ns - start_ns, ns.
+-- @column position leading (before the device's first operation in the window), trailing (after its last) or between.
+-- @column cause Why the GPU idled (see the vocabulary above): launch, startup, jit, allocation, host-copy, sync, host, unknown.
+-- @column host_activity What names the cause: the CUDA call or NVTX range that covered most of the gap, or NULL.
+-- @column host_pid Process of that call or range, or NULL.
+-- @column host_tid Thread of that call or range, or NULL.
+-- @column host_api_overlap_ns Time within the gap covered by CUDA calls of the device's processes, ns (NULL for launch gaps).
+create or replace view gpu_idle_gaps as
+with gaps as (
+    select s.capture_id, s.device_id, s.start_ns, s.end_ns, s.duration_ns,
+           case when s.start_ns = w.start_ns then 'leading' when s.end_ns = w.end_ns then 'trailing'
+                else 'between' end as position
+    from gpu_time_segments s
+    join analysis_window w on w.capture_id = s.capture_id
+    where s.state = 'idle'
+),
+judged as (
+    select * from gaps where duration_ns >= 20000
+),
+procs as (
+    select distinct capture_id, device_id, pid from gpu_ops where pid is not null
+),
+-- what the host did during each judged gap: CUDA calls of the processes using the device, and NVTX ranges
+calls as (
+    select g.capture_id, g.device_id, g.start_ns as gap_start_ns, g.duration_ns as gap_ns,
+           case when a.api_class = 'jit' then 'jit'
+                when a.api_class in ('module', 'context') then 'startup'
+                -- a launch that blocks for a millisecond with the GPU idle is the driver loading the kernel's
+                -- module on its first launch (lazy loading), not a full launch queue
+                when a.api_class = 'launch' and a.duration_ns >= 1000000 then 'startup'
+                when a.api_class = 'alloc' then 'allocation'
+                when a.api_class in ('memcpy', 'memset') then 'host-copy'
+                when a.api_class = 'sync' then 'sync'
+                else 'other' end as cause,
+           a.base_name as label, a.pid, a.tid,
+           least(a.end_ns, g.end_ns) - greatest(a.start_ns, g.start_ns) as overlap_ns,
+           -- blocked when the GPU ran dry, returned within the gap
+           a.api_class = 'sync' and a.start_ns <= g.start_ns and a.end_ns < g.end_ns as sync_returned
+    from judged g
+    join procs p on p.capture_id = g.capture_id and p.device_id is not distinct from g.device_id
+    join cuda_api_calls a on a.capture_id = g.capture_id and a.pid = p.pid
+        and a.start_ns < g.end_ns and a.end_ns >= g.start_ns
+),
+ranges as (
+    select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
+           regexp_matches(n.text, '(?i)nvrtc|ptxas|ptx ?jit|jit ?compil|compileprogram|cuLink') as is_jit,
+           n.text as label, n.pid, n.tid, n.depth,
+           least(n.end_ns, g.end_ns) - greatest(n.start_ns, g.start_ns) as overlap_ns
+    from judged g
+    join procs p on p.capture_id = g.capture_id and p.device_id is not distinct from g.device_id
+    join nvtx_ranges n on n.capture_id = g.capture_id and n.pid = p.pid
+        and n.event_type <> 'mark' and n.start_ns < g.end_ns and n.end_ns > g.start_ns
+),
+per_gap as (
+    select capture_id, device_id, gap_start_ns,
+           sum(overlap_ns) filter (where cause = 'jit') as jit_ns,
+           sum(overlap_ns) filter (where cause = 'startup') as startup_ns,
+           sum(overlap_ns) filter (where cause = 'allocation') as alloc_ns,
+           sum(overlap_ns) filter (where cause = 'host-copy') as copy_ns,
+           sum(overlap_ns) filter (where cause = 'sync') as sync_ns,
+           bool_or(sync_returned) as sync_returned,
+           sum(overlap_ns) as api_ns,
+           arg_max(label, overlap_ns) as any_label,
+           arg_max(struct_pack(pid := pid, tid := tid), overlap_ns) as any_thread,
+           arg_max(label, overlap_ns) filter (where cause = 'jit') as jit_label,
+           arg_max(label, overlap_ns) filter (where cause = 'startup') as startup_label,
+           arg_max(label, overlap_ns) filter (where cause = 'allocation') as alloc_label,
+           arg_max(label, overlap_ns) filter (where cause = 'host-copy') as copy_label,
+           -- the call that was waiting when the GPU ran dry, else the one blocking longest in the gap
+           arg_max(label, sync_returned::integer * 1e15 + overlap_ns) filter (where cause = 'sync') as sync_label,
+           arg_max(struct_pack(pid := pid, tid := tid), overlap_ns) filter (where cause = 'jit') as jit_thread,
+           arg_max(struct_pack(pid := pid, tid := tid), overlap_ns) filter (where cause = 'startup') as startup_thread,
+           arg_max(struct_pack(pid := pid, tid := tid), overlap_ns) filter (where cause = 'allocation') as alloc_thread,
+           arg_max(struct_pack(pid := pid, tid := tid), overlap_ns) filter (where cause = 'host-copy') as copy_thread,
+           arg_max(struct_pack(pid := pid, tid := tid), sync_returned::integer * 1e15 + overlap_ns)
+               filter (where cause = 'sync') as sync_thread
+    from calls
+    group by all
+),
+per_gap_ranges as (
+    select capture_id, device_id, gap_start_ns,
+           max(overlap_ns) filter (where is_jit) as jit_ns,
+           arg_max(label, overlap_ns) filter (where is_jit) as jit_label,
+           arg_max(struct_pack(pid := pid, tid := tid), overlap_ns) filter (where is_jit) as jit_thread,
+           -- the innermost range over the gap names the host work
+           arg_max(label, coalesce(depth, 0) * 1e15 + overlap_ns) as inner_label,
+           arg_max(struct_pack(pid := pid, tid := tid), coalesce(depth, 0) * 1e15 + overlap_ns) as inner_thread
+    from ranges
+    group by all
+),
+traced as (
+    select capture_id from captures
+    where capture_id not in (select capture_id from capture_missing where data = 'api_calls')
+),
+decided as (
+    select
+        g.*,
+        c.api_ns,
+        coalesce(c.jit_ns, 0) + coalesce(r.jit_ns, 0) as jit_ns,
+        case
+            when g.duration_ns < 20000 then 'launch'
+            when coalesce(c.jit_ns, 0) + coalesce(r.jit_ns, 0) >= g.duration_ns / 10 then 'jit'
+            when c.startup_ns >= g.duration_ns / 10 then 'startup'
+            when c.alloc_ns >= g.duration_ns / 2 then 'allocation'
+            when c.copy_ns >= g.duration_ns / 2 then 'host-copy'
+            when c.sync_returned or c.sync_ns >= g.duration_ns / 2 then 'sync'
+            -- code loaded for the first time inside the gap: the host was compiling or initializing before it
+            -- (CuPy and Numba compile with NVRTC, then load the module), even when the load itself is short
+            when c.startup_ns > 0 then 'startup'
+            when t.capture_id is not null or r.inner_label is not null then 'host'
+            else 'unknown'
+        end as cause,
+        c.jit_label as c_jit_label, r.jit_label as r_jit_label, c.startup_label, c.alloc_label, c.copy_label,
+        c.sync_label, coalesce(r.inner_label, c.any_label) as host_label,
+        c.jit_thread as c_jit_thread, r.jit_thread as r_jit_thread, c.startup_thread, c.alloc_thread,
+        c.copy_thread, c.sync_thread,
+        case when r.inner_label is not null then r.inner_thread else c.any_thread end as host_thread,
+        coalesce(c.jit_ns, 0) >= coalesce(r.jit_ns, 0) as jit_by_call
+    from gaps g
+    left join per_gap c on c.capture_id = g.capture_id and c.device_id is not distinct from g.device_id
+        and c.gap_start_ns = g.start_ns
+    left join per_gap_ranges r on r.capture_id = g.capture_id and r.device_id is not distinct from g.device_id
+        and r.gap_start_ns = g.start_ns
+    left join traced t on t.capture_id = g.capture_id
+),
+named as (
+    select
+        *,
+        case cause
+            when 'jit' then case when jit_by_call then struct_pack(l := c_jit_label, t := c_jit_thread)
+                                 else struct_pack(l := r_jit_label, t := r_jit_thread) end
+            when 'startup' then struct_pack(l := startup_label, t := startup_thread)
+            when 'allocation' then struct_pack(l := alloc_label, t := alloc_thread)
+            when 'host-copy' then struct_pack(l := copy_label, t := copy_thread)
+            when 'sync' then struct_pack(l := sync_label, t := sync_thread)
+            when 'host' then struct_pack(l := host_label, t := host_thread)
+        end as named_by
+    from decided
+)
+select
+    capture_id, device_id, start_ns, end_ns, duration_ns, position, cause,
+    named_by.l as host_activity, named_by.t.pid as host_pid, named_by.t.tid as host_tid,
+    case when cause = 'launch' then null else coalesce(api_ns, 0) end as host_api_overlap_ns
+from named;
+
+-- @view gpu_time_partition
+-- Each device's analysis window cut into kernel, copy, memset and idle time, idle split by cause: one row per
+-- device, part and cause. The durations of a device add up to its window exactly.
+-- @column capture_id Capture (captures.capture_id).
+-- @column device_id GPU.
+-- @column part kernel (any kernel running), copy (copies and no kernel), memset (only sets) or idle.
+-- @column cause For idle rows the cause (gpu_idle_gaps.cause), else NULL.
+-- @column duration_ns Time in that part, ns.
+create or replace view gpu_time_partition as
+select capture_id, device_id, state as part, null::varchar as cause, sum(duration_ns) as duration_ns
+from gpu_time_segments
+where state <> 'idle'
+group by all
+union all
+select capture_id, device_id, 'idle', cause, sum(duration_ns)
+from gpu_idle_gaps
+group by all;

@@ -1,0 +1,52 @@
+-- One-time costs: CUDA initialization, module and library loading (lazy loading on a kernel's first launch
+-- included) and run-time compilation. Inside the analysis window they are the idle gaps of gpu_idle_gaps whose
+-- cause is 'startup' or 'jit': one row per device and cause. Before the window, the time from the capture's first
+-- event to its first GPU operation is one host-wide row (device_id NULL): setup that no device's window holds,
+-- always reported at info, with the CUDA calls made in it as evidence.
+with gaps as (
+    select
+        device_id,
+        cause,
+        count(*) as gaps,
+        max(duration_ns) as longest_gap_ns,
+        arg_max(host_activity, duration_ns) as named_by,
+        sum(duration_ns) as cost_ns
+    from gpu_idle_gaps
+    where capture_id = $capture_id and cause in ('startup', 'jit')
+    group by all
+),
+window_start as (
+    select w.start_ns, c.start_ns as capture_start_ns
+    from analysis_window w
+    join captures c on c.capture_id = w.capture_id
+    where w.capture_id = $capture_id
+),
+cuda_before as (
+    select count(*) as calls, sum(a.duration_ns) as cuda_ns, arg_max(a.base_name, a.duration_ns) as named_by
+    from cuda_api_calls a, window_start w
+    where a.capture_id = $capture_id and a.end_ns <= w.start_ns
+),
+rows_ as (
+    select
+        cause, device_id, gaps, longest_gap_ns, named_by, null::bigint as cuda_ns, cost_ns,
+        'on device ' || device_id as scope,
+        case cause when 'jit' then 'run-time compilation' else 'module loading and initialization' end
+            || ' leaves the GPU idle in ' || gaps || ' gap(s), the longest ' || round(longest_gap_ns / 1e6, 1)
+            || ' ms, e.g. during ' || coalesce(named_by, 'host work') as what,
+        null::varchar as severity
+    from gaps
+    union all
+    select
+        'before-window', null, null, null, b.named_by, least(coalesce(b.cuda_ns, 0), w.start_ns - w.capture_start_ns),
+        w.start_ns - w.capture_start_ns,
+        'before the first GPU operation',
+        'the capture runs ' || round((w.start_ns - w.capture_start_ns) / 1e6, 1) || ' ms before any GPU work'
+            || case when b.calls > 0 then ', ' || round(least(b.cuda_ns, w.start_ns - w.capture_start_ns) / 1e6, 1)
+                    || ' ms of it in ' || b.calls || ' CUDA call(s) such as ' || b.named_by else '' end
+            || ' (not part of the analysis window)',
+        'info'
+    from window_start w, cuda_before b
+    where w.start_ns > w.capture_start_ns
+)
+select cause, device_id, gaps, longest_gap_ns, named_by, cuda_ns, scope, what, severity, cost_ns, cost_ns as impact_ns
+from rows_
