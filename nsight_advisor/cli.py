@@ -149,9 +149,16 @@ def _progress_enabled(quiet: bool) -> bool:
               help="Trace store to build, or reuse when it holds exactly these captures unchanged (default: the "
                    "cache, $NSIGHT_ADVISOR_CACHE, else $XDG_CACHE_HOME/nsight-advisor, else ~/.cache/nsight-advisor).")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache (or --store) already holds the captures.")
+@click.option("--window", metavar="START:END|NVTX", default=None,
+              help="Analysis window: seconds from the capture's start (either end may be left out, e.g. 2.5:), or "
+                   "the name of an NVTX range (from its first start to its last end). Default: the first to the "
+                   "last GPU operation.")
+@click.option("--gpu", "gpu_model", metavar="MODEL", default=None,
+              help="GPU model for captures that do not name their GPU (e.g. 'H100 SXM', 'A100 80GB SXM4', 'V100 "
+                   "SXM2'); fills only what the capture leaves unknown. Also [gpu] model in the config.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, select, ignore, store_path,
-            no_cache, quiet):
+            no_cache, window, gpu_model, quiet):
     """Analyze captures and write a report of ranked findings.
 
     \b
@@ -160,6 +167,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
       nsight-advisor analyze rank0.sqlite rank1.sqlite --format md -o advice.md
       nsight-advisor analyze profile.ncu-rep --format sarif -o advice.sarif --fail-on error
       nsight-advisor analyze report.sqlite --set small-grid.min_blocks_per_sm=2 --ignore NA105
+      nsight-advisor analyze report.sqlite --window 2.5:8 --gpu "H100 SXM"
     """
     from nsight_advisor import workflow
 
@@ -173,6 +181,8 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
         ignore=ignore,
         store_path=store_path,
         use_cache=not no_cache,
+        window=window,
+        gpu=gpu_model,
         progress=_progress_enabled(quiet),
     )
     workflow.write_report(result, fmt, output)

@@ -35,7 +35,7 @@ def results_dir() -> Path:
 
 def result_key(store: Path, capture_ids: Sequence[int], *, rules_dirs: Iterable[Path] = (),
                config_path: Path | None = None, overrides: Iterable[str] = (), select: Iterable[str] = (),
-               ignore: Iterable[str] = ()) -> str:
+               ignore: Iterable[str] = (), window: str | None = None, gpu: str | None = None) -> str:
     """``STORE-STATE``: a hash of the store's path, then of everything the result depends on."""
     from nsight_advisor.engine.config import find_config
     from nsight_advisor.resources import builtin_rules_dir
@@ -49,7 +49,7 @@ def result_key(store: Path, capture_ids: Sequence[int], *, rules_dirs: Iterable[
                *map(Path, rules_dirs)]
     state = hashlib.sha256()
     for part in (__version__, st.st_ino, st.st_size, st.st_mtime_ns, list(capture_ids), repr(config),
-                 list(overrides), list(select), list(ignore)):
+                 list(overrides), list(select), list(ignore), window, gpu):
         state.update(repr(part).encode() + b"\0")
     for folder in folders:
         state.update(f"{folder.resolve()}\0".encode())

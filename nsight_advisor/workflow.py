@@ -178,7 +178,7 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides=(), select=(), ignore=(),
-            store_path=None, use_cache=True, progress=False):
+            store_path=None, use_cache=True, progress=False, window=None, gpu=None):
     """Ingest (or reuse) the captures and run every selected rule; returns an AnalysisResult.
 
     With several captures the result's ``summary["combined"]`` holds the combined view (slowest
@@ -190,7 +190,7 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
     from nsight_advisor.engine import run_analysis
 
     settings = dict(rules_dirs=rules_dirs, config_path=config_path, overrides=overrides, select=select,
-                    ignore=ignore)
+                    ignore=ignore, window=window, gpu=gpu)
     plan = _plan(paths, store_path)
     if use_cache and plan.keyed and plan.target.is_file():
         # The warm path: a cached store is complete by construction (renamed into place whole) and holds
@@ -227,6 +227,8 @@ def _unread_by_rules(settings: dict) -> frozenset[str]:
 
     try:
         read = rules_reading(DEFERRABLE, rules_dirs=settings["rules_dirs"], config_path=settings["config_path"])
+        if settings.get("window") and ":" not in str(settings["window"]):
+            read.add("nvtx_ranges")  # --window names an NVTX range
     except Exception:  # noqa: BLE001 - a broken rule or config is reported by the analysis itself
         return frozenset()
     return frozenset(DEFERRABLE) - read

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nsight_advisor.engine import analyze_with_rules, run_analysis
+from nsight_advisor.engine import analyze_with_rules, finding_rank, run_analysis
 from nsight_advisor.engine.rules import load_rule, load_rules, query_params
 from nsight_advisor.errors import ConfigError, RuleError
 from nsight_advisor.store import insert_kernels
@@ -115,8 +115,10 @@ def test_findings_carry_impact_evidence_principles_and_message(store, tmp_path):
     write_rule(tmp_path / "r", "long-kernels")
     result = run(store, tmp_path / "r")
     (f,) = result.findings
-    # stencil 2 ms + reduce 0.5 ms beyond 1 ms = 2.5 ms of a 10 ms capture
-    assert f.impact_ns == 2_500_000 and f.impact_pct == 25.0
+    # stencil 2 ms + reduce 0.5 ms beyond 1 ms = 2.5 ms of the 6.001 ms analysis window (first kernel start to
+    # last kernel end) on device 0, the only device that ran the kernels
+    assert f.impact_ns == 2_500_000 and f.impact_pct == 41.66
+    assert f.device_id == 0 and f.impact_basis == "analysis window"
     assert f.evidence_total_rows == 2
     assert [e["kernel"] for e in f.evidence] == ["stencil", "reduce"]
     assert list(f.evidence[0]) == ["kernel", "launches", "max_ms", "impact_ns"]
@@ -159,7 +161,8 @@ def test_findings_of_all_rules_are_ranked_by_impact(store, tmp_path):
                                                    (10_000_000, "error")])
 def test_severity_follows_impact_pct(memory_store, tmp_path, duration_ns, expected):
     add_capture(memory_store, duration_ns=duration_ns)
-    add_kernel(memory_store, "stencil", 3_000_000)  # 2 ms beyond the budget: 0.2%, 2%, 20%
+    add_kernel(memory_store, "stencil", 3_000_000)  # 2 ms beyond the budget: 0.2%, 2%, 20% of the window
+    add_kernel(memory_store, "tiny", 1_000, start_ns=duration_ns - 1_000)  # the window ends with the capture
     write_rule(tmp_path / "r", "long-kernels", severity="info",
                severity_by="severity_by_impact_pct = { warning = 1.0, error = 10.0 }")
     (f,) = run(memory_store, tmp_path / "r").findings
@@ -436,5 +439,5 @@ def test_real_capture_broken_rule_errored_builtin_rules_still_run(pipit_store, t
     ours = next(f for f in result.findings if f.rule_name == "long-kernels")
     assert [e["kernel"] for e in ours.evidence] == ["par_ranged2d_kernel", "par_reduce_kernel"]
     assert ours.impact_ns == 40_357_150
-    assert result.findings == sorted(result.findings, key=lambda f: -f.impact_ns)
+    assert result.findings == sorted(result.findings, key=finding_rank)  # severity first, then impact
     json.dumps(result.to_dict())

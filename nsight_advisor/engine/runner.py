@@ -143,8 +143,11 @@ def _quote_ident(name: str) -> str:
 
 
 def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int) -> tuple[list[str], list[tuple]]:
-    """Run ``sql`` on a fresh cursor, interrupted after ``time_limit_s``; at most ``max_rows`` rows fetched."""
-    cur = con.cursor()
+    """Run ``sql`` on ``con``, interrupted after ``time_limit_s``; at most ``max_rows`` rows fetched.
+
+    The connection itself, not a cursor: a cursor is a new connection, which would not see the analysis's temp
+    tables (the window and the materialized analysis views, nsight_advisor.engine.accounting)."""
+    cur = con
     timer = threading.Timer(time_limit_s, cur.interrupt)
     timer.daemon = True
     started = time.monotonic()
@@ -162,7 +165,6 @@ def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int)
     finally:
         timer.cancel()
         timer.join()
-        cur.close()
     return columns, rows
 
 

@@ -43,6 +43,8 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 NVTX = "NVTX_EVENTS"
 GPU_INFO = "TARGET_INFO_GPU"
+# nsys 2020-2021 exports describe each GPU here instead (CUPTI's device record): no TARGET_INFO_GPU rows.
+CUDA_GPU_INFO = "TARGET_INFO_CUDA_GPU"
 CUDA_DEVICE = "TARGET_INFO_CUDA_DEVICE"
 GPU_METRICS = "GPU_METRICS"
 GPU_METRICS_INFO = "TARGET_INFO_GPU_METRICS"
@@ -478,6 +480,10 @@ class _Ingest:
             for r in rows:
                 self._insert_gpu(*r)
             return
+        if cat.has(CUDA_GPU_INFO, "numMultiprocessors") and cat.count(CUDA_GPU_INFO):
+            for r in self._cuda_gpu_rows():
+                self._insert_gpu(*r)
+            return
         # No GPU table (e.g. trimmed by its publisher): keep what can be recovered.
         self.missing("gpus", f"no {GPU_INFO} table: GPU names and properties were not exported",
                      "nsys export --type sqlite with the full report (TARGET_INFO_GPU)")
@@ -506,6 +512,43 @@ class _Ingest:
             if r[0] not in seen:
                 seen.add(r[0])
                 out.append(r)
+        return out
+
+    def _cuda_gpu_rows(self) -> list[tuple]:
+        """GPU facts of a 2020-2021 export (TARGET_INFO_CUDA_GPU), in :meth:`_insert_gpu`'s order.
+
+        The table mirrors CUPTI's device activity record, whose units differ from TARGET_INFO_GPU's: memory
+        bandwidth in kB/s and the core clock in kHz (CUpti_ActivityDevice). A bandwidth too large to be kB/s of any
+        GPU (over 10^10, i.e. 10 TB/s) is taken as bytes/s already.
+        """
+        g = "g"
+
+        def c(column: str) -> str:
+            return self.col(CUDA_GPU_INFO, column, g)
+
+        device = c("deviceId") if self.cat.has(CUDA_GPU_INFO, "deviceId") else c("id")
+        name = c("name")
+        if not self.cat.has(CUDA_GPU_INFO, "name") and self.cat.has(CUDA_GPU_INFO, "nameId"):
+            name = f"(SELECT value FROM {self.strings()} WHERE id = {c('nameId')})"
+        rows = self.sql(f"""
+            SELECT {device}, {name}, {c('numMultiprocessors')}, {c('computeCapabilityMajor')},
+                   {c('computeCapabilityMinor')}, {c('globalMemorySize')}, {c('l2CacheSize')}, {c('coreClockRate')},
+                   {c('globalMemoryBandwidth')}, {c('maxWarpsPerMultiprocessor')}, {c('maxBlocksPerMultiprocessor')},
+                   {c('maxThreadsPerBlock')}, {c('maxRegistersPerMultiprocessor')}, {c('maxRegistersPerBlock')},
+                   {c('maxSharedMemoryPerMultiprocessor')}, {c('maxSharedMemoryPerBlock')}, {c('numThreadsPerWarp')}
+            FROM {self.t(CUDA_GPU_INFO)} {g} ORDER BY 1""").fetchall()
+        seen, out = set(), []
+        for (dev, nm, sm, major, minor, mem, l2, clock_khz, bw, warps, blocks, threads, regs_sm, regs_block,
+             shmem_sm, shmem_block, warp) in rows:
+            if dev is None or dev in seen:
+                continue
+            seen.add(dev)
+            bandwidth = None
+            if isinstance(bw, (int, float)) and bw > 0:
+                bandwidth = float(bw) if bw > 1e10 else float(bw) * 1000.0
+            clock = int(clock_khz) * 1000 if isinstance(clock_khz, (int, float)) and clock_khz > 0 else None
+            out.append((dev, nm, None, sm, major, minor, mem, l2, clock, bandwidth, warps, blocks, threads, regs_sm,
+                        regs_block, shmem_sm, shmem_block, warp))
         return out
 
     def _insert_gpu(self, dev, name, chip, sm_count, cc_major, cc_minor, total_mem, l2, clock, bandwidth, warps_sm,
@@ -877,7 +920,7 @@ class _NvtxStream:
 
 
 # Export tables with text a step reads (the ones invalid UTF-8 can hide in).
-_TEXT_TABLES = {"prepare": ("StringIds",), "gpus": (GPU_INFO,), "nvtx_ranges": (NVTX,),
+_TEXT_TABLES = {"prepare": ("StringIds",), "gpus": (GPU_INFO, CUDA_GPU_INFO), "nvtx_ranges": (NVTX,),
                 "gpu_metrics": (GPU_METRICS_INFO,)}
 
 

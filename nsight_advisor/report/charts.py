@@ -142,3 +142,56 @@ def roofline(roof: Mapping[str, Any] | None, width: int = 420, height: int = 280
         "peak": _si(peak_f, "FLOP/s") if peak_f else None,
         "bandwidth": _si(peak_b, "B/s") if peak_b else None,
     }
+
+
+PARTITION_COLORS = {
+    "kernel": "#2f6fb0",
+    "copy": "#3d9a6a",
+    "memset": "#7a9a3d",
+    "idle: launch": "#e0c36a",
+    "idle: startup": "#b9c0c9",
+    "idle: jit": "#9aa3ae",
+    "idle: allocation": "#c78a1c",
+    "idle: host-copy": "#d9a05b",
+    "idle: sync": "#b8486b",
+    "idle: host": "#e07b5f",
+    "idle: unknown": "#dcdfe3",
+}
+MAX_PARTITION_DEVICES = 8
+
+
+def partition_bars(accounting: list[Mapping[str, Any]] | None, width: int = 340) -> dict[str, Any] | None:
+    """One stacked bar per device: its analysis window cut into kernel, copy, memset and idle time by cause.
+
+    Every part of the partition gets a segment (at least a pixel when it is not empty) and a legend entry with
+    its time and share, so that the bar and the JSON's ``accounting`` tell the same numbers."""
+    devices = [a for a in (accounting or []) if isinstance(a, Mapping)]
+    if not devices:
+        return None
+    bars = []
+    used: dict[str, str] = {}
+    for a in devices[:MAX_PARTITION_DEVICES]:
+        window = float(a.get("window_end_ns", 0)) - float(a.get("window_start_ns", 0))
+        if window <= 0:
+            continue
+        parts = [("kernel", a.get("kernel_ns")), ("copy", a.get("copy_ns")), ("memset", a.get("memset_ns"))]
+        parts += [(f"idle: {cause}", ns) for cause, ns in (a.get("idle_by_cause") or {}).items()]
+        x, segments = 0.0, []
+        for label, ns in parts:
+            ns = float(ns or 0)
+            if ns <= 0:
+                continue
+            w = max(1.0, width * ns / window)
+            color = PARTITION_COLORS.get(label, FALLBACK_COLORS[len(used) % len(FALLBACK_COLORS)])
+            used[label] = color
+            segments.append({"x": round(x, 2), "w": round(w, 2), "color": color, "label": label,
+                             "title": f"{label}: {fmt_ns(ns)} ({fmt_pct(100.0 * ns / window)})"})
+            x += w
+        device = a.get("device_id")
+        bars.append({"device": "host" if device is None else f"GPU {device}", "window": fmt_ns(window),
+                     "before": fmt_ns(a.get("before_window_ns")) if a.get("before_window_ns") else "",
+                     "source": clip(a.get("window_source"), 120),
+                     "segments": segments, "total": round(max(x, 1.0), 2)})
+    legend = [{"label": label, "color": color} for label, color in used.items()]
+    return {"width": width, "bars": bars, "legend": legend,
+            "left_out": max(0, len(devices) - MAX_PARTITION_DEVICES)}

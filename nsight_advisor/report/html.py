@@ -88,6 +88,8 @@ def _capture_view(cap: dict[str, Any]) -> dict[str, Any]:
         "missing_total": len(cap.get("missing") or []),
         "notes": [{"data": clip(n.get("data"), 100), "rows": n.get("rows"), "note": clip(n.get("note"), 300)}
                   for n in (cap.get("ingest_notes") or [])[:12]],
+        "gpu_notes": [clip(n, 300) for n in (cap.get("gpu_notes") or [])[:4]],
+        "partition": charts.partition_bars(cap.get("accounting")),
     }
 
 

@@ -16,7 +16,9 @@ with gaps as (
     group by all
 ),
 window_start as (
-    select w.start_ns, c.start_ns as capture_start_ns
+    select w.start_ns, c.start_ns as capture_start_ns,
+           case when w.source = 'first to last GPU operation' then 'the first GPU operation'
+                else 'the analysis window' end as boundary
     from analysis_window w
     join captures c on c.capture_id = w.capture_id
     where w.capture_id = $capture_id
@@ -39,8 +41,8 @@ rows_ as (
     select
         'before-window', null, null, null, b.named_by, least(coalesce(b.cuda_ns, 0), w.start_ns - w.capture_start_ns),
         w.start_ns - w.capture_start_ns,
-        'before the first GPU operation',
-        'the capture runs ' || round((w.start_ns - w.capture_start_ns) / 1e6, 1) || ' ms before any GPU work'
+        'before ' || w.boundary,
+        'the capture runs ' || round((w.start_ns - w.capture_start_ns) / 1e6, 1) || ' ms before ' || w.boundary
             || case when b.calls > 0 then ', ' || round(least(b.cuda_ns, w.start_ns - w.capture_start_ns) / 1e6, 1)
                     || ' ms of it in ' || b.calls || ' CUDA call(s) such as ' || b.named_by else '' end
             || ' (not part of the analysis window)',
