@@ -33,6 +33,10 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -
     except duckdb.Error as exc:
         raise InputError(f"{path}: not a readable nsight-advisor store ({_first_line(exc)})") from exc
     con.execute("SET enable_progress_bar = false")
+    # DuckDB picks a nested-loop join when it estimates a side at 5 rows or fewer; the analysis layer's interval
+    # joins (a few thousand idle gaps against a million calls or ranges) are then estimated tiny and run for
+    # minutes. A range join (IEJoin) sorts both sides once.
+    con.execute("SET nested_loop_join_threshold = 0")
     if not read_only:
         create_schema(con)
     return con

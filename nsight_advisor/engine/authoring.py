@@ -61,11 +61,28 @@ def show_rule(rule: str, rules_dirs: Iterable[Path] = ()) -> str:
         out.append("\nNeeds")
         for req in r.requires:
             out.append(f"  {req.describe()} (capture with: {req.capture_option})")
+    reads = _analysis_views_read(r.query)
+    if reads:
+        out.append("\nAnalysis views it reads (docs/analysis-views.md)")
+        for view in reads:
+            out.append(_wrap(f"{view.name}: {view.doc}", indent=2))
+    out.append(f"\nImpact comes out of: {r.finding.impact_part} time"
+               + (f" (idle causes: {', '.join(r.finding.impact_causes)})" if r.finding.impact_causes else "")
+               + " (docs/impact.md)")
     out.append("\nPrinciples")
     for pid in r.principles:
         p = get_principle(pid)
         out.append(f"  {pid}: {p.guide}, {p.link_text}\n    {p.url}" if p else f"  {pid}: (not in the catalog)")
     return "\n".join(out)
+
+
+def _analysis_views_read(query: str) -> list:
+    """The documented analysis views a rule's SQL names (a whole word)."""
+    import re
+
+    from nsight_advisor.schema.views import documented_views
+
+    return [v for v in documented_views() if v.kind == "view" and re.search(rf"\b{v.name}\b", query)]
 
 
 def _wrap(text: str, indent: int = 2) -> str:
@@ -101,6 +118,7 @@ param = "max_calls"
 
 [finding]
 impact_column = "impact_ns"     # time recoverable per row, ns (here: all the time spent in the calls)
+impact_part = "host"            # host time, no device (docs/impact.md: kernel, copy, memset, idle or host)
 evidence_columns = ["api", "calls", "total_ms", "impact_ns"]
 evidence_limit = 10
 message = "{{rows}} API function(s) called more than {{threshold}} times; most costly: {{top.api}} with {{observed}} calls ({{impact}})"

@@ -97,13 +97,14 @@ def _columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
 
 
 def _busy_by_capture(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
-    # GPU busy time per capture from the analysis layer: the union of each device's operations within the
-    # analysis window (views/31_time_partition.sql), the same time the accounting's kernel, copy and memset
-    # parts add up to.
+    # GPU busy time per capture from the analysis layer: the busy segments of each device's time partition
+    # (views/31_time_partition.sql), disjoint pieces that tile the union of its operations within the analysis
+    # window: the time the accounting's kernel, copy and memset parts add up to. Utilization bins sum them as
+    # they are; merging them into islands first would only cost a pass.
     con.execute("""
         create or replace temp table _summary_islands as
-        select capture_id, device_id, start_ns, end_ns from gpu_busy_intervals
-        where capture_id in (select capture_id from _summary_ids)
+        select capture_id, device_id, start_ns, end_ns from gpu_time_segments
+        where capture_id in (select capture_id from _summary_ids) and state <> 'idle'
     """)
     out: dict[int, dict[str, Any]] = {}
     for r in _rows(con, """

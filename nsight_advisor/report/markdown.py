@@ -67,7 +67,7 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
         gpus = s.get("gpus") or []
         if gpus:
             facts.append("; ".join(
-                f"{str(g.get('count')) + '× ' if (g.get('count') or 1) > 1 else ''}{md_escape(clip(g.get('name'), 60))}"
+                f"{str(g.get('count')) + '× ' if (g.get('count') or 1) > 1 else ''}{md_escape(clip(g.get('name') or 'unknown GPU', 60))}"
                 + (f" ({g.get('sm_count')} SMs)" if g.get("sm_count") else "") for g in gpus[:4]))
         if s.get("wall_ns") or s.get("duration_ns"):
             facts.append(f"wall {fmt_ns(s.get('wall_ns') or s.get('duration_ns'))}")
@@ -75,6 +75,7 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
             facts.append(f"GPU busy {fmt_pct(s.get('gpu_busy_pct'), 0)}")
         name = md_escape(clip(s.get("source_name") or f"capture {s.get('capture_id')}", 120))
         out.append(f"- **{name}**: " + ", ".join(f for f in facts if f))
+        out.extend(_partition_lines(c.get("accounting")))
     if len(r["captures"]) > 12:
         out.append(f"- … and {len(r['captures']) - 12} more captures")
     out.append("")
@@ -112,6 +113,22 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
         out.append("_Evidence tables were shortened to fit a pull-request comment (65,536 characters); "
                    "`--format json` has every row._")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _partition_lines(accounting: Any, limit: int = 4) -> list[str]:
+    """One line per device: its analysis window as kernel / copy / memset / idle by cause (docs/impact.md)."""
+    lines = []
+    for a in (accounting or [])[:limit]:
+        window = float(a.get("window_end_ns", 0)) - float(a.get("window_start_ns", 0))
+        if window <= 0:
+            continue
+        parts = [(label, a.get(f"{label}_ns") or 0) for label in ("kernel", "copy", "memset")]
+        parts += [(f"idle {cause}", ns) for cause, ns in sorted((a.get("idle_by_cause") or {}).items(),
+                                                                 key=lambda kv: -kv[1])]
+        shown = ", ".join(f"{label} {fmt_pct(100.0 * ns / window)}" for label, ns in parts if ns)
+        device = "host" if a.get("device_id") is None else f"GPU {a.get('device_id')}"
+        lines.append(f"  - {device}, window {fmt_ns(window)}: {shown}")
+    return lines
 
 
 def _combined(c: Any) -> list[str]:

@@ -96,3 +96,32 @@ def _finish(block: dict, file: str) -> ViewDoc:
 def analysis_view_names() -> list[str]:
     """Names of the documented views (macros excluded): what ``[[requires]]`` may name besides tables."""
     return [v.name for v in documented_views() if v.kind == "view"]
+
+
+def views_markdown() -> str:
+    """docs/analysis-views.md: every documented view and macro with its columns (regenerate with
+    ``python -m nsight_advisor.schema.views > docs/analysis-views.md``; a test keeps the page current)."""
+    out = ["# Analysis views", "",
+           "Generated from the `@view` blocks of `nsight_advisor/schema/views/*.sql` by "
+           "`python -m nsight_advisor.schema.views > docs/analysis-views.md`; do not edit by hand.", "",
+           "Rules read these views instead of re-deriving busy time, gaps or classes on their own, and may name "
+           "them in `[[requires]]`. [impact.md](impact.md) explains the time accounting they implement.", ""]
+    for v in documented_views():
+        out.append(f"## `{v.name}` ({v.kind}, {v.file})")
+        out.append("")
+        out.append(v.doc)
+        out.append("")
+        if v.columns:
+            out.append("| column | meaning |")
+            out.append("|---|---|")
+            out.extend(f"| `{name}` | {_cell(doc)} |" for name, doc in v.columns)
+            out.append("")
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+if __name__ == "__main__":
+    print(views_markdown(), end="")

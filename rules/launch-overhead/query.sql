@@ -13,7 +13,7 @@ with launches as (
     from kernels k
     join cuda_api_calls a on a.capture_id = k.capture_id and a.correlation_id = k.correlation_id and a.pid = k.pid
     where k.capture_id = $capture_id and k.graph_node_id is null
-      and a.base_name ilike '%launch%' and a.base_name not ilike '%graph%'
+      and a.api_class = 'launch' and a.base_name not ilike '%graph%'
 ),
 per_name as (
     select

@@ -68,9 +68,15 @@ nested as (
       and (outer_call.start_ns < inner_call.start_ns or outer_call.end_ns > inner_call.end_ns
            or outer_call.name < inner_call.name)
     group by all
+),
+classes as (
+    -- a capture calls a few hundred distinct functions: classify each name once, not each of a million calls
+    select base_name, na_api_class(base_name) as api_class
+    from (select distinct base_name from api_calls)
 )
-select a.*, na_api_class(a.base_name) as api_class
+select a.*, c.api_class
 from api_calls a
+left join classes c on c.base_name is not distinct from a.base_name
 anti join nested n
     on n.capture_id = a.capture_id and n.pid = a.pid and n.tid is not distinct from a.tid
     and n.correlation_id = a.correlation_id and n.start_ns = a.start_ns and n.end_ns = a.end_ns
@@ -90,9 +96,11 @@ anti join nested n
 -- @column bytes Bytes copied or set; NULL for kernels.
 -- @column direction Copy direction as memcpys.direction labels it; NULL for kernels and sets.
 create or replace view gpu_ops as
+-- kernel_rows, the table under the kernels view: gpu_ops carries no names, and the view's three name joins
+-- would cost a million-row join each time the analysis layer reads it
 select capture_id, device_id, stream_id, pid, correlation_id, 'kernel' as op, start_ns, end_ns, duration_ns,
        null::bigint as bytes, null::varchar as direction
-from kernels
+from kernel_rows
 union all
 select capture_id, device_id, stream_id, pid, correlation_id, 'memcpy', start_ns, end_ns, duration_ns, bytes, direction
 from memcpys

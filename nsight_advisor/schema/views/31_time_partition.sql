@@ -25,16 +25,18 @@ with w as (
     select capture_id, start_ns, end_ns from analysis_window
 ),
 ops as (
+    -- each operation as one packed counter: 12 bits per kind (kernel, host-to-device copy, device-to-host copy,
+    -- other copy, memset), so that one running sum counts all five (a device runs at most 128 concurrent kernels
+    -- and a handful of copies: no field overflows)
     select
         o.capture_id, o.device_id,
         greatest(o.start_ns, w.start_ns) as start_ns,
         least(o.end_ns, w.end_ns) as end_ns,
-        (o.op = 'kernel')::integer as k,
-        (o.op = 'memcpy' and o.direction ilike '%host-to-device%')::integer as h,
-        (o.op = 'memcpy' and o.direction ilike '%device-to-host%')::integer as d,
-        (o.op = 'memcpy' and o.direction not ilike '%host-to-device%'
-            and o.direction not ilike '%device-to-host%')::integer as c,
-        (o.op = 'memset')::integer as m
+        case when o.op = 'kernel' then 1
+             when o.op = 'memcpy' and o.direction ilike '%host-to-device%' then 4096
+             when o.op = 'memcpy' and o.direction ilike '%device-to-host%' then 16777216
+             when o.op = 'memcpy' then 68719476736
+             else 281474976710656 end as delta
     from gpu_ops o
     join w on w.capture_id = o.capture_id
     where o.end_ns > w.start_ns and o.start_ns < w.end_ns and o.end_ns > o.start_ns
@@ -43,14 +45,14 @@ devices as (
     select distinct capture_id, device_id from gpu_ops
 ),
 events as (
-    select capture_id, device_id, start_ns as t_ns, k, h, d, c, m from ops
+    select capture_id, device_id, start_ns as t_ns, delta from ops
     union all
-    select capture_id, device_id, end_ns, -k, -h, -d, -c, -m from ops
+    select capture_id, device_id, end_ns, -delta from ops
     union all
     -- the window's two ends, on every device: the leading and trailing idle stretches
-    select dv.capture_id, dv.device_id, w.start_ns, 0, 0, 0, 0, 0 from devices dv join w using (capture_id)
+    select dv.capture_id, dv.device_id, w.start_ns, 0 from devices dv join w using (capture_id)
     union all
-    select dv.capture_id, dv.device_id, w.end_ns, 0, 0, 0, 0, 0 from devices dv join w using (capture_id)
+    select dv.capture_id, dv.device_id, w.end_ns, 0 from devices dv join w using (capture_id)
 ),
 swept as (
     -- after each event, how many operations of each kind run, until the next event
@@ -58,14 +60,17 @@ swept as (
         capture_id, device_id,
         t_ns as start_ns,
         lead(t_ns) over w_dev as end_ns,
-        sum(k) over w_run as kernels,
-        sum(h) over w_run as h2d_copies,
-        sum(d) over w_run as d2h_copies,
-        sum(c) over w_run as other_copies,
-        sum(m) over w_run as memsets
+        sum(delta) over (w_dev rows unbounded preceding) as packed
     from events
-    window w_dev as (partition by capture_id, device_id order by t_ns),
-           w_run as (w_dev rows unbounded preceding)
+    window w_dev as (partition by capture_id, device_id order by t_ns)
+),
+counted as (
+    select capture_id, device_id, start_ns, end_ns,
+           (packed & 4095)::integer as kernels, ((packed >> 12) & 4095)::integer as h2d_copies,
+           ((packed >> 24) & 4095)::integer as d2h_copies, ((packed >> 36) & 4095)::integer as other_copies,
+           ((packed >> 48) & 4095)::integer as memsets
+    from swept
+    where end_ns > start_ns
 )
 select
     capture_id, device_id, start_ns, end_ns, end_ns - start_ns as duration_ns,
@@ -74,8 +79,7 @@ select
          when memsets > 0 then 'memset'
          else 'idle' end as state,
     kernels, h2d_copies, d2h_copies, other_copies, memsets
-from swept
-where end_ns > start_ns;
+from counted;
 
 -- @view gpu_busy_intervals
 -- The union of each device's operations within the analysis window: one row per stretch in which the device ran
@@ -89,8 +93,8 @@ create or replace view gpu_busy_intervals as
 with marked as (
     select capture_id, device_id, start_ns, end_ns, state,
            -- busy stretches are numbered by the idle segments before them
-           count(*) filter (where state = 'idle') over (partition by capture_id, device_id order by start_ns
-                                                         rows unbounded preceding) as island
+           sum((state = 'idle')::integer) over (partition by capture_id, device_id order by start_ns
+                                                 rows unbounded preceding) as island
     from gpu_time_segments
 )
 select capture_id, device_id, min(start_ns) as start_ns, max(end_ns) as end_ns, max(end_ns) - min(start_ns) as duration_ns

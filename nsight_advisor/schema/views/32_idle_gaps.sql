@@ -29,7 +29,7 @@
 -- @column host_activity What names the cause: the CUDA call or NVTX range that covered most of the gap, or NULL.
 -- @column host_pid Process of that call or range, or NULL.
 -- @column host_tid Thread of that call or range, or NULL.
--- @column host_api_overlap_ns Time within the gap covered by CUDA calls of the device's processes, ns (NULL for launch gaps).
+-- @column host_api_overlap_ns Time within the gap covered by CUDA calls of the device's processes that can decide a cause (launches under 1 ms and calls of class 'other' left out), ns; NULL for launch gaps.
 create or replace view gpu_idle_gaps as
 with gaps as (
     select s.capture_id, s.device_id, s.start_ns, s.end_ns, s.duration_ns,
@@ -40,12 +40,33 @@ with gaps as (
     where s.state = 'idle'
 ),
 judged as (
-    select * from gaps where duration_ns >= 20000
+    -- numbered in time order per device: a call or range overlaps a run of consecutive gaps, found below with two
+    -- as-of joins (the first gap ending after it starts, the last gap starting before it ends) instead of an
+    -- interval join that the planner may run as a nested loop over a million calls
+    select *, coalesce(device_id, -1) as dev,
+           row_number() over (partition by capture_id, device_id order by start_ns) as gap_no
+    from gaps
+    where duration_ns >= 20000
 ),
 procs as (
     select distinct capture_id, device_id, pid from gpu_ops where pid is not null
 ),
--- what the host did during each judged gap: CUDA calls of the processes using the device, and NVTX ranges
+-- what the host did during each judged gap: CUDA calls of the processes using the device (short launches and
+-- calls of no telling class left out: a million of them in a launch-bound capture, and none decides a cause) ...
+host_calls as (
+    select a.capture_id, coalesce(p.device_id, -1) as dev, a.start_ns, a.end_ns, a.duration_ns, a.api_class,
+           a.base_name, a.pid, a.tid
+    from cuda_api_calls a
+    join procs p on p.capture_id = a.capture_id and p.pid = a.pid
+    where a.api_class not in ('launch', 'other') or a.duration_ns >= 1000000
+),
+call_spans as (
+    select c.*, f.gap_no as first_no, l.gap_no as last_no
+    from host_calls c
+    asof join judged f on f.capture_id = c.capture_id and f.dev = c.dev and c.start_ns < f.end_ns
+    asof join judged l on l.capture_id = c.capture_id and l.dev = c.dev and c.end_ns >= l.start_ns
+    where f.gap_no <= l.gap_no
+),
 calls as (
     select g.capture_id, g.device_id, g.start_ns as gap_start_ns, g.duration_ns as gap_ns,
            case when a.api_class = 'jit' then 'jit'
@@ -61,20 +82,30 @@ calls as (
            least(a.end_ns, g.end_ns) - greatest(a.start_ns, g.start_ns) as overlap_ns,
            -- blocked when the GPU ran dry, returned within the gap
            a.api_class = 'sync' and a.start_ns <= g.start_ns and a.end_ns < g.end_ns as sync_returned
-    from judged g
-    join procs p on p.capture_id = g.capture_id and p.device_id is not distinct from g.device_id
-    join cuda_api_calls a on a.capture_id = g.capture_id and a.pid = p.pid
-        and a.start_ns < g.end_ns and a.end_ns >= g.start_ns
+    from (select *, unnest(range(first_no, last_no + 1)) as gap_no from call_spans) a
+    join judged g on g.capture_id = a.capture_id and g.dev = a.dev and g.gap_no = a.gap_no
+),
+-- ... and NVTX ranges of those processes, found the same way
+host_ranges as (
+    select n.capture_id, coalesce(p.device_id, -1) as dev, n.start_ns, n.end_ns, n.text, n.pid, n.tid, n.depth
+    from nvtx_ranges n
+    join procs p on p.capture_id = n.capture_id and p.pid = n.pid
+    where n.event_type <> 'mark' and n.end_ns > n.start_ns
+),
+range_spans as (
+    select n.*, f.gap_no as first_no, l.gap_no as last_no
+    from host_ranges n
+    asof join judged f on f.capture_id = n.capture_id and f.dev = n.dev and n.start_ns < f.end_ns
+    asof join judged l on l.capture_id = n.capture_id and l.dev = n.dev and n.end_ns > l.start_ns
+    where f.gap_no <= l.gap_no
 ),
 ranges as (
     select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
            regexp_matches(n.text, '(?i)nvrtc|ptxas|ptx ?jit|jit ?compil|compileprogram|cuLink') as is_jit,
            n.text as label, n.pid, n.tid, n.depth,
            least(n.end_ns, g.end_ns) - greatest(n.start_ns, g.start_ns) as overlap_ns
-    from judged g
-    join procs p on p.capture_id = g.capture_id and p.device_id is not distinct from g.device_id
-    join nvtx_ranges n on n.capture_id = g.capture_id and n.pid = p.pid
-        and n.event_type <> 'mark' and n.start_ns < g.end_ns and n.end_ns > g.start_ns
+    from (select *, unnest(range(first_no, last_no + 1)) as gap_no from range_spans) n
+    join judged g on g.capture_id = n.capture_id and g.dev = n.dev and g.gap_no = n.gap_no
 ),
 per_gap as (
     select capture_id, device_id, gap_start_ns,

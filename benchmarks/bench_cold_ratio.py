@@ -1,0 +1,89 @@
+"""Cold `analyze` against `nsys stats`, as a ratio measured in the same run, repeated; optionally against a baseline.
+
+    python benchmarks/bench_cold_ratio.py --runs 5                          # this checkout, 1M kernels
+    python benchmarks/bench_cold_ratio.py --runs 5 --baseline /tmp/old     # and an older checkout, interleaved
+
+Each run measures, one after the other on the same replayed export (bench_ingest.build_export): `nsys stats` with
+the three summaries the report covers, then a cold `analyze --no-cache -o report.html` of this checkout (and of the
+baseline checkout, run from its own folder through PYTHONPATH). On a small shared machine the anchor moves as much
+as we do; the ratio of two commands run back to back, and the median over runs, is what carries over. The table
+goes to stdout; the numbers of the last measurement are in docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from bench_analyze import measure, nsys_anchor  # noqa: E402  (one way of measuring a command)
+from bench_ingest import DEFAULT_SOURCE, build_export  # noqa: E402  (the one replay generator)
+
+
+def cold(path: Path, work: Path, checkout: Path) -> dict:
+    """One cold analyze of ``path`` by the code in ``checkout``, with an empty cache."""
+    cache = work / f"cache-{checkout.name}"
+    shutil.rmtree(cache, ignore_errors=True)
+    report = work / "report.html"
+    res = measure([sys.executable, "-m", "nsight_advisor", "analyze", str(path), "--no-cache", "-o", str(report),
+                   "--quiet"], {"NSIGHT_ADVISOR_CACHE": str(cache), "PYTHONPATH": str(checkout)})
+    shutil.rmtree(cache, ignore_errors=True)
+    report.unlink(missing_ok=True)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--baseline", type=Path, help="another checkout of nsight-advisor to measure alongside")
+    ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()))
+    args = ap.parse_args()
+    if not shutil.which("nsys"):
+        sys.exit("nsys is not on PATH: the ratio needs `nsys stats` (Debian non-free: apt-get install nsight-systems)")
+    work = Path(tempfile.mkdtemp(prefix="na-bench-ratio-", dir=args.out))
+    try:
+        export = build_export(args.source, args.kernels, work)
+        checkouts = [("this", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+        rows = []
+        for run in range(1, args.runs + 1):
+            anchor = nsys_anchor(export, work)
+            row = {"run": run, "nsys_s": anchor["wall_s"]}
+            for label, checkout in checkouts:
+                res = cold(export, work, checkout)
+                if res["rc"] != 0:
+                    sys.exit(f"{label}: cold analyze failed: {res.get('stderr', '')}")
+                row[f"{label}_s"] = res["wall_s"]
+                row[f"{label}_ratio"] = res["wall_s"] / anchor["wall_s"]
+                row[f"{label}_rss_mb"] = res["peak_rss_mb"]
+            rows.append(row)
+            print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                  flush=True)
+        print(f"\n{args.kernels:,} kernels, {args.runs} runs on {os.cpu_count()} CPUs")
+        print("| run | nsys stats s | " + " | ".join(f"{label} cold s | {label} / nsys" for label, _ in checkouts)
+              + " |")
+        print("|---|---|" + "---|---|" * len(checkouts))
+        for r in rows:
+            print(f"| {r['run']} | {r['nsys_s']:.2f} | "
+                  + " | ".join(f"{r[f'{label}_s']:.2f} | {r[f'{label}_ratio']:.2f}x" for label, _ in checkouts)
+                  + " |")
+        for label, _ in checkouts:
+            ratios = [r[f"{label}_ratio"] for r in rows]
+            print(f"median {label} / nsys stats: {statistics.median(ratios):.2f}x "
+                  f"(range {min(ratios):.2f}x to {max(ratios):.2f}x); peak RSS up to "
+                  f"{max(r[f'{label}_rss_mb'] for r in rows):.0f} MB")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
