@@ -127,7 +127,7 @@ def input_error(path: Path, exc: BaseException) -> InputError:
         return InputError(f"{path}: truncated gzip file ({text}); copy the trace again")
     if isinstance(exc, (zlib.error, gzip.BadGzipFile)):
         return InputError(f"{path}: corrupt gzip data ({text})")
-    if isinstance(exc, ijson.IncompleteJSONError) and "incomplete" in text.lower():
+    if isinstance(exc, ijson.IncompleteJSONError) and ("incomplete" in text.lower() or "premature eof" in text.lower()):
         return InputError(f"{path}: truncated JSON (the file ends inside the trace); copy the trace again")
     if isinstance(exc, ijson.JSONError):
         return InputError(f"{path}: not valid JSON ({text[:200]})")
