@@ -45,6 +45,7 @@ _TYPES = {
     "blocks_per_sm": pa.float64(), "warps_per_sm": pa.float64(), "occupancy_pct": pa.float64(),
     "group_ranks": pa.list_(pa.int64()),
 }
+_WHAT = {pa.string(): "text", pa.float64(): "a number", pa.list_(pa.int64()): "a list of whole numbers"}
 _SQL_TYPES = {pa.string(): "VARCHAR", pa.float64(): "DOUBLE", pa.list_(pa.int64()): "BIGINT[]"}
 
 # Batches that go into a stored table directly (the others are staged: see the module docstring).
@@ -135,7 +136,16 @@ class _Ingest:
     # -- the stream ------------------------------------------------------------------------------------------
     def write(self, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
         """Sink of :class:`EventRows`: one batch into its table (direct) or its stage."""
-        arrays = [pa.array(values, type=_TYPES.get(name, pa.int64())) for name, values in zip(columns, zip(*rows))]
+        arrays = []
+        for name, values in zip(columns, zip(*rows)):
+            kind = _TYPES.get(name, pa.int64())
+            try:
+                if kind == pa.float64():  # numbers with a fraction come as Decimal: floats are what these columns keep
+                    values = [None if v is None else float(v) for v in values]
+                arrays.append(pa.array(values, type=kind))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
+                raise InputError(f"{self.path}: an event for {table} holds a {name} that is not "
+                                 f"{_WHAT.get(_TYPES.get(name), 'a whole number within 64 bits')}") from None
         batch = pa.Table.from_arrays(arrays, names=list(columns))
         self.con.register("kineto_batch", batch)
         try:
@@ -143,7 +153,8 @@ class _Ingest:
                 self.sql("""
                     INSERT INTO api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns,
                                            end_ns, duration_ns)
-                    SELECT $cid, pid, tid, correlation_id, name, regexp_replace(name, '_v[0-9]+$', ''), kind,
+                    SELECT $cid, pid, tid, correlation_id, name,
+                           CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v[0-9]+$', '') ELSE name END, kind,
                            start_ns, end_ns, end_ns - start_ns
                     FROM kineto_batch""", {"cid": self.cid})
             elif table == "cpu_ops":
@@ -160,16 +171,12 @@ class _Ingest:
     def events(self) -> None:
         rows = self.rows = EventRows(self.write)
         try:
-            for event in iter_events(self.path):
-                rows.add(event)
+            rows.consume(iter_events(self.path))
         except InputError as exc:
             text = str(exc)
             raise InputError(text if text.startswith(str(self.path)) else f"{self.path}: {text}") from None
         except RecursionError:
             raise InputError(f"{self.path}: an event nested too deeply to be a trace event") from None
-        rows.finish()
-        if rows.rounded:
-            self.note("timestamps", rows.rounded, "timestamps or durations finer than 1 ns, rounded to the nearest ns")
         for table, n in sorted(rows.dropped.items()):
             self.note(table, n, "dropped events with a negative duration")
         self.sql("CREATE OR REPLACE TEMP TABLE " + self.stage("launcher") + """ AS
@@ -374,3 +381,4 @@ def _short_text(value) -> str | None:
 
 
 __all__ = ["ingest_kineto", "FORMAT", "TOOL"]
+

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -141,16 +141,14 @@ def input_error(path: Path, exc: BaseException) -> InputError:
 def to_ns(value, what: str) -> int:
     """Microseconds as written in the trace (an int, or a Decimal of its digits) as integer nanoseconds.
 
-    Exact for up to three fraction digits (all Kineto writes); finer values are rounded half to even.
-    Raises ValueError naming ``what`` for anything that is not a number.
+    Exact for up to three fraction digits (all Kineto writes); finer digits are cut off (toward zero), as
+    ``int(value * 1000)`` does in the ingest's loop. Raises ValueError naming ``what`` for anything that is not
+    a number.
     """
-    kind = type(value)
-    if kind is int:
-        return value * 1000
-    if kind is Decimal:
-        scaled = value.scaleb(3)
-        whole = int(scaled)
-        return whole if whole == scaled else int(scaled.to_integral_value())
+    if type(value) in (int, Decimal):
+        with localcontext() as ctx:
+            ctx.prec = 60
+            return int(value * 1000)
     raise ValueError(f"{what} is {_shown(value)}, not a number")
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+import decimal
 from decimal import Decimal
-from typing import Callable
+from typing import Callable, Iterable
 
 from nsight_advisor.errors import InputError
 from nsight_advisor.ingest.kineto_json import to_ns
@@ -55,6 +56,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
                     "group_ranks", "process_group", "external_id", "correlation_id"),
 }
 
+_NUMBER = frozenset((int, Decimal))  # what ts and dur may be: the parser's whole and fractional numbers
+_EMPTY: dict = {}
+_NO_DIMS = (None, None, None)
+
 # CUPTI copy kinds as Kineto names them ("Memcpy HtoD (Pageable -> Device)"), labelled as nsys stats labels them.
 _COPY_KINDS = {
     "HtoD": "Host-to-Device", "DtoH": "Device-to-Host", "HtoA": "Host-to-Array", "AtoH": "Array-to-Host",
@@ -87,8 +92,6 @@ class EventRows:
         self.sink = sink
         self.rows: dict[str, list[tuple]] = {table: [] for table in COLUMNS}
         self.kernel_names: dict[str, int] = {}  # name -> name_id (demangled and short names alike)
-        self.categories: Counter = Counter()  # events per cat (ph X), read or not
-        self.rounded = 0  # timestamps with a fraction finer than 1 ns
         self.dropped: Counter = Counter()  # table -> rows dropped for a negative duration
         self.events = 0
         self._copy_names: dict[str, tuple] = {}
@@ -100,32 +103,29 @@ class EventRows:
         }
 
     # -- the loop -------------------------------------------------------------------------------------------
-    def add(self, event) -> None:
-        """Read one element of ``traceEvents``."""
-        self.events += 1
-        if type(event) is not dict:
-            raise InputError(f"traceEvents[{self.events - 1}] is not an object")
-        if event.get("ph") != "X":
-            return  # flows, instants, metadata: not read
-        cat = event.get("cat")
-        self.categories[cat] += 1
-        handler = self._handlers.get(cat)
-        if handler is None:
-            return
+    def consume(self, events: Iterable) -> None:
+        """Read every element of ``traceEvents``; InputError names the first event that cannot be read."""
+        handlers = self._handlers
+        index = -1
         try:
-            handler(event, cat)
-        except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            raise InputError(f"traceEvents[{self.events - 1}] (cat {cat}): {_reason(exc)}") from None
-
-    def finish(self) -> None:
-        """Hand over the last, partly filled batches."""
+            with decimal.localcontext() as ctx:
+                ctx.prec = 60  # ts * 1000 stays exact for any ts Kineto writes (19 digits today)
+                for index, event in enumerate(events):  # noqa: B007 - the index names a bad event
+                    get = event.get
+                    if get("ph") == "X":  # flows, instants, metadata: not read
+                        cat = get("cat")
+                        handler = handlers.get(cat)
+                        if handler is not None:
+                            handler(event, get, cat)
+        except AttributeError:
+            if index >= 0 and type(event) is not dict:
+                raise InputError(f"traceEvents[{index}] is not an object") from None
+            raise
+        except (KeyError, ValueError, TypeError) as exc:
+            cat = event.get("cat") if type(event) is dict else None
+            raise InputError(f"traceEvents[{index}] (cat {cat}): {_reason(exc)}") from None
+        self.events = index + 1
         for table in COLUMNS:
-            self._flush(table)
-
-    def _push(self, table: str, row: tuple) -> None:
-        rows = self.rows[table]
-        rows.append(row)
-        if len(rows) >= BATCH_ROWS:
             self._flush(table)
 
     def _flush(self, table: str) -> None:
@@ -135,71 +135,103 @@ class EventRows:
             self.sink(table, COLUMNS[table], rows)
 
     # -- fields ---------------------------------------------------------------------------------------------
-    def _span(self, event) -> tuple[int, int]:
-        start = self._ns(event["ts"], "ts")
-        return start, start + self._ns(event["dur"], "dur")
-
-    def _ns(self, value, what: str) -> int:
-        """Microseconds as written -> integer ns, from the digits (see kineto_json.to_ns); counts rounded ones."""
-        kind = type(value)
-        if kind is int:
-            return value * 1000
-        if kind is Decimal:
-            scaled = value.scaleb(3)
-            whole = int(scaled)
-            if whole == scaled:
-                return whole
-            self.rounded += 1
-            return int(scaled.to_integral_value())
-        return to_ns(value, what)  # raises ValueError naming the field
-
-    def _name(self, event) -> str:
-        name = event["name"]
-        if type(name) is not str:
-            raise ValueError(f"name is {type(name).__name__}, not text")
-        if len(name) > MAX_NAME_CHARS:
-            raise ValueError(f"a name of {len(name):,} characters (more than {MAX_NAME_CHARS:,}): not a name")
-        return name
-
     def _name_id(self, name: str) -> int:
         found = self.kernel_names.get(name)
         if found is None:
             found = self.kernel_names[name] = len(self.kernel_names) + 1
         return found
 
-    # -- categories -----------------------------------------------------------------------------------------
-    def _kernel(self, event, cat) -> None:
-        start, end = self._span(event)
+    # -- categories: each appends one row (a tuple in COLUMNS order); Arrow checks the types per batch ---------
+    def _kernel(self, event, get, cat) -> None:
+        ts, dur, name = event["ts"], event["dur"], event["name"]
+        if type(ts) not in _NUMBER or type(dur) not in _NUMBER or type(name) is not str:
+            return self._odd(event, "kernels")
+        start = int(ts * 1000)
+        end = start + int(dur * 1000)
         if end < start:
-            self.dropped["kernels"] += 1
-            return
-        name = self._name(event)
-        name_id = self._name_id(name)
-        short_id = self._short.get(name_id)
+            return self._odd(event, "kernels")
+        name_id = self.kernel_names.get(name)
+        short_id = self._short.get(name_id) if name_id is not None else None
         if short_id is None:
+            _check_name(name)
+            name_id = self._name_id(name)
             short_id = self._short[name_id] = self._name_id(short_kernel_name(name) or name)
-        args = event.get("args") or {}
-        grid = _dims(args.get("grid"))
-        block = _dims(args.get("block"))
-        self._push("kernels", (
-            _int(args.get("device")), _int(args.get("context")), _int(args.get("stream")),
-            _int(args.get("correlation")), start, end, name_id, short_id, *grid, *block,
-            _int(args.get("registers per thread")), _int(args.get("shared memory")),
-            _float(args.get("blocks per SM")), _float(args.get("warps per SM")),
-            _float(args.get("est. achieved occupancy %")),
-        ))
+        args = get("args") or _EMPTY
+        aget = args.get
+        grid, block = aget("grid") or _NO_DIMS, aget("block") or _NO_DIMS
+        if len(grid) != 3 or len(block) != 3:
+            raise ValueError(f"grid/block is {str(grid)[:40]!r}/{str(block)[:40]!r}, not [x, y, z]")
+        rows = self.rows["kernels"]
+        rows.append((aget("device"), aget("context"), aget("stream"), aget("correlation"), start,
+                     end, name_id, short_id, grid[0], grid[1], grid[2], block[0], block[1],
+                     block[2], aget("registers per thread"), aget("shared memory"), aget("blocks per SM"),
+                     aget("warps per SM"), aget("est. achieved occupancy %")))
+        if len(rows) >= BATCH_ROWS:
+            self._flush("kernels")
         if "Collective name" in args:
-            self._collective("kernel", args, None, None, _int(args.get("device")), start, end,
-                             _int(args.get("correlation")))
+            self._collective("kernel", args, None, None, _int(aget("device")), start, end,
+                             _int(aget("correlation")))
 
-    def _api(self, event, cat) -> None:
-        start, end = self._span(event)
+    def _api(self, event, get, cat) -> None:
+        ts, dur, name = event["ts"], event["dur"], event["name"]
+        if type(ts) not in _NUMBER or type(dur) not in _NUMBER or type(name) is not str:
+            return self._odd(event, "api_calls")
+        if len(name) > 1000:
+            _check_name(name)
+        start = int(ts * 1000)
+        end = start + int(dur * 1000)
         if end < start:
-            self.dropped["api_calls"] += 1
+            return self._odd(event, "api_calls")
+        rows = self.rows["api_calls"]
+        rows.append((get("pid"), get("tid"), (get("args") or _EMPTY).get("correlation"), name,
+                     "driver" if cat == "cuda_driver" else "runtime", start, end))
+        if len(rows) >= BATCH_ROWS:
+            self._flush("api_calls")
+
+    def _cpu_op(self, event, get, cat) -> None:
+        ts, dur, name = event["ts"], event["dur"], event["name"]
+        if type(ts) not in _NUMBER or type(dur) not in _NUMBER or type(name) is not str:
+            return self._odd(event, "cpu_ops")
+        if len(name) > 1000:
+            _check_name(name)
+        start = int(ts * 1000)
+        end = start + int(dur * 1000)
+        if end < start:
+            return self._odd(event, "cpu_ops")
+        aget = (get("args") or _EMPTY).get
+        rows = self.rows["cpu_ops"]
+        rows.append((get("pid"), get("tid"), name, start, end, aget("External id"), aget("Sequence number"),
+                     aget("Fwd thread id")))
+        if len(rows) >= BATCH_ROWS:
+            self._flush("cpu_ops")
+        if name[:1] in "Pr":  # the rare operators that mean more than an operator
+            if name.startswith("ProfilerStep#"):  # some PyTorch versions write the step as an operator
+                self._annotation(event, get, "user_annotation")
+            elif name == "record_param_comms" and "Collective name" in (get("args") or _EMPTY):
+                self._collective("record_param_comms", get("args"), _int(get("pid")), _int(get("tid")), None,
+                                 start, end, None)
+
+    def _odd(self, event, table: str) -> None:
+        """An event the fast path did not take: raise for what is wrong with it, or count a negative duration."""
+        start, end = self._span(event)
+        _check_name(event["name"])
+        if end < start:
+            self.dropped[table] += 1
             return
-        args = event.get("args") or {}
-        self._push("api_calls", (_int(event.get("pid")), _int(event.get("tid")), _int(args.get("correlation")),
-                                 self._name(event), "driver" if cat == "cuda_driver" else "runtime", start, end))
+        raise AssertionError("the fast path takes every valid event")  # pragma: no cover
+
+    def _span(self, event) -> tuple[int, int]:
+        start = to_ns(event["ts"], "ts")
+        return start, start + to_ns(event["dur"], "dur")
+
+    def _push(self, table: str, row: tuple) -> None:
+        rows = self.rows[table]
+        rows.append(row)
+        if len(rows) >= BATCH_ROWS:
+            self._flush(table)
+
+    def _name(self, event) -> str:
+        return _check_name(event["name"])
 
     def _copy_kind(self, name: str) -> tuple:
         found = self._copy_names.get(name)
@@ -218,7 +250,7 @@ class EventRows:
         return args, (_int(args.get("device")), _int(args.get("context")), _int(args.get("stream")),
                       _int(args.get("correlation")))
 
-    def _memcpy(self, event, cat) -> None:
+    def _memcpy(self, event, get, cat) -> None:
         start, end = self._span(event)
         if end < start:
             self.dropped["memcpys"] += 1
@@ -227,7 +259,7 @@ class EventRows:
         direction, src, dst = self._copy_kind(self._name(event))
         self._push("memcpys", (*ids, start, end, _int(args.get("bytes")), direction, src, dst))
 
-    def _memset(self, event, cat) -> None:
+    def _memset(self, event, get, cat) -> None:
         start, end = self._span(event)
         if end < start:
             self.dropped["memsets"] += 1
@@ -236,7 +268,7 @@ class EventRows:
         _direction, kind, _dst = self._copy_kind(self._name(event))
         self._push("memsets", (*ids, start, end, _int(args.get("bytes")), kind))
 
-    def _sync(self, event, cat) -> None:
+    def _sync(self, event, get, cat) -> None:
         start, end = self._span(event)
         if end < start:
             self.dropped["syncs"] += 1
@@ -245,7 +277,7 @@ class EventRows:
         kind = _SYNC_KINDS.get(args.get("cuda_sync_kind") or self._name(event), "unknown")
         self._push("syncs", (*ids, kind, start, end, _int(args.get("wait_on_cuda_event_id"))))
 
-    def _annotation(self, event, cat) -> None:
+    def _annotation(self, event, get, cat) -> None:
         start, end = self._span(event)
         if end < start:
             self.dropped["nvtx_ranges"] += 1
@@ -260,21 +292,6 @@ class EventRows:
         domain = DOMAINS["ProfilerStep"] if name.startswith("ProfilerStep#") else DOMAINS[cat]
         self._push("annotations", (domain, _int(event.get("pid")), _int(event.get("tid")), None, None, name,
                                    start, end))
-
-    def _cpu_op(self, event, cat) -> None:
-        start, end = self._span(event)
-        if end < start:
-            self.dropped["cpu_ops"] += 1
-            return
-        name = self._name(event)
-        if name.startswith("ProfilerStep#"):  # some PyTorch versions write the step as an operator
-            self._annotation(event, "user_annotation")
-        args = event.get("args") or {}
-        pid, tid = _int(event.get("pid")), _int(event.get("tid"))
-        self._push("cpu_ops", (pid, tid, name, start, end, _int(args.get("External id")),
-                               _int(args.get("Sequence number")), _int(args.get("Fwd thread id"))))
-        if name == "record_param_comms" and "Collective name" in args:
-            self._collective("record_param_comms", args, pid, tid, None, start, end, None)
 
     def _collective(self, source, args, pid, tid, device, start, end, correlation) -> None:
         dtype = args.get("dtype")
@@ -295,6 +312,14 @@ class EventRows:
             out_b, _int(args.get("Group size")), _ranks(args.get("Process Group Ranks")), _text(group),
             _int(args.get("External id")), correlation,
         ))
+
+
+def _check_name(name) -> str:
+    if type(name) is not str:
+        raise ValueError(f"name is {type(name).__name__}, not text")
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"a name of {len(name):,} characters (more than {MAX_NAME_CHARS:,}): not a name")
+    return name
 
 
 def _reason(exc: BaseException) -> str:
