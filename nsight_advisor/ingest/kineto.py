@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import gc
 import json
 from pathlib import Path
 from typing import Collection
@@ -79,10 +80,13 @@ def ingest_kineto(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *
                 con.execute(f"SET {name} = '{value}'")
 
 
-def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """DuckDB's memory bounded as for an Nsight Systems ingest (on-disk stores only); returns what to restore."""
-    from nsight_advisor.ingest.nsys_sqlite import INGEST_MEMORY_LIMIT
+#: DuckDB's memory while a trace streams into an on-disk store (beyond it, DuckDB spills): with the parser's
+#: batches beside it, the whole ingest of a 2 GB trace stays under 1 GB (docs/performance.md).
+MEMORY_LIMIT = "400MB"
 
+
+def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """DuckDB's memory bounded at :data:`MEMORY_LIMIT` (on-disk stores only); returns the settings to restore."""
     saved: dict[str, str] = {}
     try:
         db_file = con.execute("SELECT file FROM pragma_database_list WHERE name = current_database()").fetchone()
@@ -90,7 +94,7 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
             saved[name] = str(con.execute(f"SELECT current_setting('{name}')").fetchone()[0])
         con.execute("SET preserve_insertion_order = false")  # row order carries no meaning in the store
         if db_file and db_file[0]:
-            con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
+            con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
     except duckdb.Error:
         pass
     return saved
@@ -171,7 +175,8 @@ class _Ingest:
     def events(self) -> None:
         rows = self.rows = EventRows(self.write)
         try:
-            rows.consume(iter_events(self.path))
+            with _gc_paused():
+                rows.consume(iter_events(self.path))
         except InputError as exc:
             text = str(exc)
             raise InputError(text if text.startswith(str(self.path)) else f"{self.path}: {text}") from None
@@ -358,6 +363,20 @@ class _Ingest:
             (end - start) if start is not None and end is not None else None,
             _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),
         ])
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Python's cyclic garbage collector off for a block (restored after). The stream makes a dict per event
+    and holds a batch of row tuples, no cycles among them; the collections that kept traversing the batches
+    took a seventh of the stream's CPU time (docs/performance.md)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _i32(column: str) -> str:

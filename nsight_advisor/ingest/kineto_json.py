@@ -60,13 +60,23 @@ def open_text(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if gz else open(path, "rb")
 
 
+def _ijson():
+    """ijson's C backend (``yajl2_c``, shipped in its wheels); its pure-Python one only where the C one is absent
+    (the same results, several times slower)."""
+    import ijson
+
+    try:
+        return ijson.get_backend("yajl2_c")
+    except ImportError:
+        return ijson
+
+
 def read_header(path: Path) -> dict:
     """The top-level members written before ``traceEvents`` (schemaVersion, deviceProperties, distributedInfo...).
 
     Raises InputError when the file is not a JSON object or has no ``traceEvents`` array.
     """
-    import ijson
-
+    ijson = _ijson()
     header: dict = {}
     try:
         with open_text(path) as fh:
@@ -90,9 +100,9 @@ def read_header(path: Path) -> dict:
 
 def _build(events: Iterator[tuple]):
     """The value that starts with the next parse event, as Python objects (a header value: small)."""
-    import ijson
+    from ijson.common import ObjectBuilder
 
-    builder = ijson.ObjectBuilder()
+    builder = ObjectBuilder()
     depth = 0
     for _prefix, event, value in events:
         builder.event(event, value)
@@ -107,8 +117,7 @@ def _build(events: Iterator[tuple]):
 
 def iter_events(path: Path) -> Iterator[dict]:
     """Every element of ``traceEvents``, one dict at a time. Errors of the input surface as InputError."""
-    import ijson
-
+    ijson = _ijson()
     try:
         with open_text(path) as fh:
             yield from ijson.items(fh, "traceEvents.item", buf_size=READ_BYTES)
@@ -120,16 +129,16 @@ def iter_events(path: Path) -> Iterator[dict]:
 
 def input_error(path: Path, exc: BaseException) -> InputError:
     """One line saying why the trace at ``path`` cannot be read, for a read or parse error ``exc``."""
-    import ijson
+    from ijson.common import IncompleteJSONError, JSONError
 
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, EOFError) or "end-of-stream" in text:
         return InputError(f"{path}: truncated gzip file ({text}); copy the trace again")
     if isinstance(exc, (zlib.error, gzip.BadGzipFile)):
         return InputError(f"{path}: corrupt gzip data ({text})")
-    if isinstance(exc, ijson.IncompleteJSONError) and ("incomplete" in text.lower() or "premature eof" in text.lower()):
+    if isinstance(exc, IncompleteJSONError) and ("incomplete" in text.lower() or "premature eof" in text.lower()):
         return InputError(f"{path}: truncated JSON (the file ends inside the trace); copy the trace again")
-    if isinstance(exc, ijson.JSONError):
+    if isinstance(exc, JSONError):
         return InputError(f"{path}: not valid JSON ({text[:200]})")
     if isinstance(exc, UnicodeDecodeError):
         return InputError(f"{path}: not UTF-8 text ({text[:200]})")

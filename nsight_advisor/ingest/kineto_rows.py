@@ -29,7 +29,7 @@ from nsight_advisor.ingest.kineto_json import to_ns
 from nsight_advisor.ingest.ncu_store import short_kernel_name
 
 #: Rows per batch handed to the sink.
-BATCH_ROWS = 100_000
+BATCH_ROWS = 50_000
 
 #: Longest name (kernel, API, operator, annotation) the ingest accepts, in characters. The longest demangled
 #: kernel names seen are a few thousand characters; anything near this is not a name.
