@@ -57,6 +57,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 _NUMBER = frozenset((int, Decimal))  # what ts and dur may be: the parser's whole and fractional numbers
+_K = Decimal(1000)  # microseconds -> ns; a Decimal factor spares converting 1000 on every multiplication
 _EMPTY: dict = {}
 _NO_DIMS = (None, None, None)
 
@@ -97,9 +98,10 @@ class EventRows:
         self._copy_names: dict[str, tuple] = {}
         self._short: dict[int, int] = {}  # name_id -> short name's name_id
         self._handlers = {
-            "kernel": self._kernel, "cuda_runtime": self._api, "cuda_driver": self._api,
+            "kernel": self._kernel, "cuda_runtime": self._runtime, "cuda_driver": self._driver,
             "gpu_memcpy": self._memcpy, "gpu_memset": self._memset, "cuda_sync": self._sync,
-            "user_annotation": self._annotation, "gpu_user_annotation": self._annotation, "cpu_op": self._cpu_op,
+            "user_annotation": self._user_annotation, "gpu_user_annotation": self._gpu_annotation,
+            "cpu_op": self._cpu_op,
         }
 
     # -- the loop -------------------------------------------------------------------------------------------
@@ -113,10 +115,9 @@ class EventRows:
                 for index, event in enumerate(events):  # noqa: B007 - the index names a bad event
                     get = event.get
                     if get("ph") == "X":  # flows, instants, metadata: not read
-                        cat = get("cat")
-                        handler = handlers.get(cat)
+                        handler = handlers.get(get("cat"))
                         if handler is not None:
-                            handler(event, get, cat)
+                            handler(event, get)
         except AttributeError:
             if index >= 0 and type(event) is not dict:
                 raise InputError(f"traceEvents[{index}] is not an object") from None
@@ -142,12 +143,12 @@ class EventRows:
         return found
 
     # -- categories: each appends one row (a tuple in COLUMNS order); Arrow checks the types per batch ---------
-    def _kernel(self, event, get, cat) -> None:
+    def _kernel(self, event, get) -> None:
         ts, dur, name = event["ts"], event["dur"], event["name"]
         if type(ts) not in _NUMBER or type(dur) not in _NUMBER or type(name) is not str:
             return self._odd(event, "kernels")
-        start = int(ts * 1000)
-        end = start + int(dur * 1000)
+        start = int(ts * _K)
+        end = start + int(dur * _K)
         if end < start:
             return self._odd(event, "kernels")
         name_id = self.kernel_names.get(name)
@@ -172,30 +173,32 @@ class EventRows:
             self._collective("kernel", args, None, None, _int(aget("device")), start, end,
                              _int(aget("correlation")))
 
-    def _api(self, event, get, cat) -> None:
+    def _runtime(self, event, get) -> None:
+        self._api(event, get, "runtime")
+
+    def _driver(self, event, get) -> None:
+        self._api(event, get, "driver")
+
+    def _api(self, event, get, kind: str) -> None:
         ts, dur, name = event["ts"], event["dur"], event["name"]
         if type(ts) not in _NUMBER or type(dur) not in _NUMBER or type(name) is not str:
             return self._odd(event, "api_calls")
-        if len(name) > 1000:
-            _check_name(name)
-        start = int(ts * 1000)
-        end = start + int(dur * 1000)
+        start = int(ts * _K)  # names are checked for length a batch at a time (kineto._Ingest._arrow)
+        end = start + int(dur * _K)
         if end < start:
             return self._odd(event, "api_calls")
         rows = self.rows["api_calls"]
         rows.append((get("pid"), get("tid"), (get("args") or _EMPTY).get("correlation"), name,
-                     "driver" if cat == "cuda_driver" else "runtime", start, end))
+                     kind, start, end))
         if len(rows) >= BATCH_ROWS:
             self._flush("api_calls")
 
-    def _cpu_op(self, event, get, cat) -> None:
+    def _cpu_op(self, event, get) -> None:
         ts, dur, name = event["ts"], event["dur"], event["name"]
         if type(ts) not in _NUMBER or type(dur) not in _NUMBER or type(name) is not str:
             return self._odd(event, "cpu_ops")
-        if len(name) > 1000:
-            _check_name(name)
-        start = int(ts * 1000)
-        end = start + int(dur * 1000)
+        start = int(ts * _K)
+        end = start + int(dur * _K)
         if end < start:
             return self._odd(event, "cpu_ops")
         aget = (get("args") or _EMPTY).get
@@ -250,7 +253,7 @@ class EventRows:
         return args, (_int(args.get("device")), _int(args.get("context")), _int(args.get("stream")),
                       _int(args.get("correlation")))
 
-    def _memcpy(self, event, get, cat) -> None:
+    def _memcpy(self, event, get) -> None:
         start, end = self._span(event)
         if end < start:
             self.dropped["memcpys"] += 1
@@ -259,7 +262,7 @@ class EventRows:
         direction, src, dst = self._copy_kind(self._name(event))
         self._push("memcpys", (*ids, start, end, _int(args.get("bytes")), direction, src, dst))
 
-    def _memset(self, event, get, cat) -> None:
+    def _memset(self, event, get) -> None:
         start, end = self._span(event)
         if end < start:
             self.dropped["memsets"] += 1
@@ -268,7 +271,7 @@ class EventRows:
         _direction, kind, _dst = self._copy_kind(self._name(event))
         self._push("memsets", (*ids, start, end, _int(args.get("bytes")), kind))
 
-    def _sync(self, event, get, cat) -> None:
+    def _sync(self, event, get) -> None:
         start, end = self._span(event)
         if end < start:
             self.dropped["syncs"] += 1
@@ -276,6 +279,12 @@ class EventRows:
         args, ids = self._gpu_fields(event)
         kind = _SYNC_KINDS.get(args.get("cuda_sync_kind") or self._name(event), "unknown")
         self._push("syncs", (*ids, kind, start, end, _int(args.get("wait_on_cuda_event_id"))))
+
+    def _user_annotation(self, event, get) -> None:
+        self._annotation(event, get, "user_annotation")
+
+    def _gpu_annotation(self, event, get) -> None:
+        self._annotation(event, get, "gpu_user_annotation")
 
     def _annotation(self, event, get, cat) -> None:
         start, end = self._span(event)
