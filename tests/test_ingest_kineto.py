@@ -253,3 +253,22 @@ def test_analyze_all_eight_dlrm_ranks_at_once(tmp_path: Path) -> None:
     assert result["summary"]["combined"]["capture_count"] == 8
     assert {o["status"] for o in result["outcomes"]} <= {"findings", "clean", "skipped"}
     assert {f["capture_id"] for f in result["findings"]} == set(range(1, 9))
+
+
+def test_a_rule_needing_what_kineto_lacks_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    """The traces here have no cuda_sync events: a rule that requires syncs is skipped, saying so."""
+    from nsight_advisor.engine.authoring import new_rule
+    from nsight_advisor.workflow import analyze
+
+    trace = KINETO / "hta_nccl_data.json.gz"
+    if not trace.exists():
+        pytest.skip(f"real traces absent at {TRACES}")
+    rules = tmp_path / "rules"
+    new_rule("needs-syncs", rules)
+    toml = rules / "needs-syncs" / "rule.toml"
+    toml.write_text(toml.read_text().replace('table = "api_calls"', 'table = "syncs"', 1))
+    result = analyze([trace], rules_dirs=[rules], select=["needs-syncs"], use_cache=False,
+                     store_path=tmp_path / "s.duckdb")
+    outcome = next(o for o in result.outcomes if o.rule_name == "needs-syncs")
+    assert outcome.status == "skipped"
+    assert "no cuda_sync events" in outcome.reason
