@@ -192,6 +192,7 @@ def _bad_inputs() -> dict[str, tuple[str, bytes]]:
         "not-a-trace-json": ("t.json", json.dumps({"hello": [1, 2, 3]}).encode()),
         "not-a-trace-gzip": ("t.json.gz", gzip.compress(json.dumps({"hello": 1}).encode())),
         "no-trace-events": ("t.json", json.dumps({"schemaVersion": 1, "deviceProperties": []}).encode()),
+        "trace-events-not-a-list": ("t.json", json.dumps({"schemaVersion": 1, "traceEvents": {"ph": "X"}}).encode()),
         "event-without-ts": ("t.json", _trace([{k: v for k, v in _KERNEL.items() if k != "ts"}])),
         "event-not-an-object": ("t.json", _trace([_KERNEL, 5])),
         "text-timestamp": ("t.json", _trace([{**_KERNEL, "ts": "soon"}])),
@@ -272,3 +273,18 @@ def test_a_rule_needing_what_kineto_lacks_is_skipped_with_the_reason(tmp_path: P
     outcome = next(o for o in result.outcomes if o.rule_name == "needs-syncs")
     assert outcome.status == "skipped"
     assert "no cuda_sync events" in outcome.reason
+
+
+@pytest.mark.parametrize("event", [
+    {**_KERNEL, "args": [1, 2]},
+    {**_KERNEL, "args": {**_KERNEL["args"], "grid": 7}},
+    {**_KERNEL, "args": {**_KERNEL["args"], "device": "gpu0"}},
+    {**_KERNEL, "dur": [1]},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "pid": "x" * 50, "tid": 1},
+    {"ph": "X", "cat": "cuda_runtime", "name": None, "ts": 1, "dur": 1},
+], ids=["args-a-list", "grid-a-number", "device-text", "dur-a-list", "pid-text", "name-null"])
+def test_events_of_the_wrong_shape_are_input_errors(event: dict, store, tmp_path: Path) -> None:
+    capture = tmp_path / "t.json"
+    capture.write_bytes(_trace([event]))
+    with pytest.raises(InputError, match=str(capture)):
+        ingest_capture(store, 1, capture)

@@ -159,8 +159,8 @@ class _Ingest:
                     INSERT INTO api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns,
                                            end_ns, duration_ns)
                     SELECT $cid, pid, tid, correlation_id, name,
-                           CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v[0-9]+$', '') ELSE name END, kind,
-                           start_ns, end_ns, end_ns - start_ns
+                           CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v[0-9]+$', '') ELSE name END,
+                           kind, start_ns, end_ns, end_ns - start_ns
                     FROM kineto_batch""", {"cid": self.cid})
             elif table == "cpu_ops":
                 self.sql("""
@@ -229,8 +229,8 @@ class _Ingest:
                                      end_ns, duration_ns, name_id, short_name_id, grid_x, grid_y, grid_z, block_x,
                                      block_y, block_z, blocks, threads_per_block, registers_per_thread,
                                      shared_mem_bytes)
-            SELECT $cid, {_i32('k.device_id')}, {_i32('k.context_id')}, {_i32('k.stream_id')}, l.pid, l.tid, k.correlation_id, k.start_ns,
-                   k.end_ns, k.end_ns - k.start_ns, k.name_id, k.short_name_id, k.gx, k.gy, k.gz, k.bx, k.by_, k.bz,
+            SELECT $cid, {_ids('k')}, l.pid, l.tid, k.correlation_id, k.start_ns, k.end_ns,
+                   k.end_ns - k.start_ns, k.name_id, k.short_name_id, k.gx, k.gy, k.gz, k.bx, k.by_, k.bz,
                    TRY_CAST(k.gx::HUGEINT * k.gy * k.gz AS BIGINT), TRY_CAST(k.bx::HUGEINT * k.by_ * k.bz AS INTEGER),
                    {_i32('k.registers_per_thread')}, k.shared_mem_bytes
             FROM (SELECT *, {_i32('grid_x')} AS gx, {_i32('grid_y')} AS gy, {_i32('grid_z')} AS gz,
@@ -247,24 +247,25 @@ class _Ingest:
                 self.con.unregister("kineto_names")
         self.sql(f"""
             INSERT INTO kernel_occupancy
-            SELECT $cid, {_i32('device_id')}, {_i32('stream_id')}, correlation_id, start_ns, blocks_per_sm, warps_per_sm, occupancy_pct
+            SELECT $cid, {_i32('device_id')}, {_i32('stream_id')}, correlation_id, start_ns, blocks_per_sm,
+                   warps_per_sm, occupancy_pct
             FROM {k} WHERE coalesce(blocks_per_sm, warps_per_sm, occupancy_pct) IS NOT NULL""", {"cid": self.cid})
         self.sql(f"""
             INSERT INTO memcpys
-            SELECT $cid, {_i32('m.device_id')}, {_i32('m.context_id')}, {_i32('m.stream_id')}, l.pid, m.correlation_id, m.start_ns, m.end_ns,
-                   m.end_ns - m.start_ns, m.bytes, m.direction, m.src_kind, m.dst_kind, NULL
+            SELECT $cid, {_ids('m')}, l.pid, m.correlation_id, m.start_ns, m.end_ns, m.end_ns - m.start_ns,
+                   m.bytes, m.direction, m.src_kind, m.dst_kind, NULL
             FROM {self.stage('memcpys')} m LEFT JOIN {launcher} l ON l.correlation_id = m.correlation_id""",
                  {"cid": self.cid})
         self.sql(f"""
             INSERT INTO memsets
-            SELECT $cid, {_i32('m.device_id')}, {_i32('m.context_id')}, {_i32('m.stream_id')}, l.pid, m.correlation_id, m.start_ns, m.end_ns,
-                   m.end_ns - m.start_ns, m.bytes, m.mem_kind, NULL
+            SELECT $cid, {_ids('m')}, l.pid, m.correlation_id, m.start_ns, m.end_ns, m.end_ns - m.start_ns,
+                   m.bytes, m.mem_kind, NULL
             FROM {self.stage('memsets')} m LEFT JOIN {launcher} l ON l.correlation_id = m.correlation_id""",
                  {"cid": self.cid})
         self.sql(f"""
             INSERT INTO syncs
-            SELECT $cid, {_i32('s.device_id')}, {_i32('s.context_id')}, {_i32('s.stream_id')}, l.pid, s.correlation_id, s.sync_type, s.start_ns,
-                   s.end_ns, s.end_ns - s.start_ns, s.event_id
+            SELECT $cid, {_ids('s')}, l.pid, s.correlation_id, s.sync_type, s.start_ns, s.end_ns,
+                   s.end_ns - s.start_ns, s.event_id
             FROM {self.stage('syncs')} s LEFT JOIN {launcher} l ON l.correlation_id = s.correlation_id""",
                  {"cid": self.cid})
         if not self.count("kernel_rows", stored=True):
@@ -284,7 +285,8 @@ class _Ingest:
                         "WHERE capture_id = $cid", {"cid": self.cid}).fetchone()[0]
         source = f"""
             SELECT domain_id, coalesce(pid, $host) AS pid, tid, text, start_ns, end_ns,
-                   CASE WHEN device_id IS NULL THEN hash(0, pid, tid) ELSE hash(1, device_id, stream_id) END AS thread,
+                   CASE WHEN device_id IS NULL THEN hash(0, pid, tid)
+                        ELSE hash(1, device_id, stream_id) END AS thread,
                    true AS nestable
             FROM {a} ORDER BY thread, start_ns, end_ns DESC"""
         reader = sql_params.execute(self.con, source, {"host": host}).to_arrow_reader(DEPTH_BATCH_ROWS)
@@ -324,9 +326,9 @@ class _Ingest:
                              ORDER BY n.start_ns LIMIT 1) AS launched
                 FROM {c} c
             )
-            SELECT $cid, source, pid, tid, {_i32('device_id')}, start_ns, end_ns, end_ns - start_ns, collective, dtype,
-                   in_msg_nelems, out_msg_nelems, in_msg_bytes, out_msg_bytes, {_i32('group_size')}, group_ranks,
-                   process_group, external_id, coalesce(correlation_id, launched)
+            SELECT $cid, source, pid, tid, {_i32('device_id')}, start_ns, end_ns, end_ns - start_ns, collective,
+                   dtype, in_msg_nelems, out_msg_nelems, in_msg_bytes, out_msg_bytes, {_i32('group_size')},
+                   group_ranks, process_group, external_id, coalesce(correlation_id, launched)
             FROM linked""", {"cid": self.cid})
         info = self.header.get("distributedInfo")
         if isinstance(info, dict) and info.get("rank") is not None:
@@ -405,6 +407,11 @@ def _gc_paused():
     finally:
         if was:
             gc.enable()
+
+
+def _ids(alias: str) -> str:
+    """SQL: the device, context and stream of a staged GPU row (``alias``), each as an INTEGER or NULL."""
+    return ", ".join(_i32(f"{alias}.{c}") for c in ("device_id", "context_id", "stream_id"))
 
 
 def _i32(column: str) -> str:

@@ -83,10 +83,13 @@ def read_header(path: Path) -> dict:
             events = ijson.parse(fh, buf_size=64 * 1024)
             prefix, event, value = next(events, (None, None, None))
             if event != "start_map":
-                raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (the top level is not an object)")
+                raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (its top level is no object)")
             for prefix, event, value in events:
                 if prefix == "" and event == "map_key":
                     if value == "traceEvents":
+                        if next(events, (None, None, None))[1] != "start_array":
+                            raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (traceEvents is no "
+                                             "array)")
                         return header
                     header[value] = _build(events)
                 elif prefix == "" and event == "end_map":

@@ -1,6 +1,6 @@
 """Turn Kineto trace events into rows of the store's tables, in batches (the hot loop of the Kineto ingest).
 
-:class:`EventRows` takes events one at a time (:meth:`EventRows.add`) and hands full batches to a sink as
+:class:`EventRows` reads the events one at a time (:meth:`EventRows.consume`) and hands full batches to a sink as
 ``(table, column names, rows)``; nothing grows with the trace's length but the kernel-name ids. Which events
 it reads (``cat``, and ``ph`` ``X`` for complete events):
 
@@ -17,10 +17,10 @@ the API call with the same correlation id, joined after the stream (see :mod:`.k
 
 from __future__ import annotations
 
+import decimal
 import json
 import re
 from collections import Counter
-import decimal
 from decimal import Decimal
 from typing import Callable, Iterable
 
@@ -118,13 +118,12 @@ class EventRows:
                         handler = handlers.get(get("cat"))
                         if handler is not None:
                             handler(event, get)
-        except AttributeError:
-            if index >= 0 and type(event) is not dict:
+        except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
+            if index < 0:
+                raise
+            if type(event) is not dict:
                 raise InputError(f"traceEvents[{index}] is not an object") from None
-            raise
-        except (KeyError, ValueError, TypeError) as exc:
-            cat = event.get("cat") if type(event) is dict else None
-            raise InputError(f"traceEvents[{index}] (cat {cat}): {_reason(exc)}") from None
+            raise InputError(f"traceEvents[{index}] (cat {str(event.get('cat'))[:40]}): {_reason(exc)}") from None
         self.events = index + 1
         for table in COLUMNS:
             self._flush(table)
@@ -334,7 +333,9 @@ def _check_name(name) -> str:
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return f"no {exc.args[0]!r} field; not a complete PyTorch profiler trace"
-    return str(exc)
+    if isinstance(exc, (AttributeError, IndexError)):
+        return f"a field of the wrong shape ({str(exc)[:80]})"
+    return str(exc)[:200]
 
 
 def _int(value) -> int | None:
@@ -351,14 +352,6 @@ def _int(value) -> int | None:
     raise ValueError(f"a number field is {type(value).__name__}: {str(value)[:40]!r}")
 
 
-def _float(value) -> float | None:
-    if value is None:
-        return None
-    if type(value) in (int, bool) or hasattr(value, "is_finite"):
-        return float(value)
-    raise ValueError(f"a number field is {type(value).__name__}: {str(value)[:40]!r}")
-
-
 def _text(value) -> str | None:
     if value is None:
         return None
@@ -366,14 +359,6 @@ def _text(value) -> str | None:
     if len(text) > MAX_NAME_CHARS:
         raise ValueError(f"a text field of {len(text):,} characters (more than {MAX_NAME_CHARS:,})")
     return text
-
-
-def _dims(value) -> tuple:
-    if isinstance(value, list) and len(value) == 3:
-        return tuple(_int(v) for v in value)
-    if value is None:
-        return (None, None, None)
-    raise ValueError(f"grid/block is {str(value)[:40]!r}, not [x, y, z]")
 
 
 def _ranks(value) -> list[int] | None:
