@@ -15,6 +15,8 @@ Each measurement runs in a fresh process, one after the other, in the same run:
 * parse: ijson's C backend (``yajl2_c``) iterating ``traceEvents`` one dict at a time and doing nothing with
   them: the floor for any streaming reader of this format in Python;
 * ingest: ``nsight-advisor ingest FILE --store STORE`` (store on disk), the whole command;
+* cold analyze (optional): ``nsight-advisor analyze FILE --no-cache`` with an empty cache: the ingest without
+  ``cpu_ops`` (no rule reads them; listed in ``capture_deferred``), every rule, a JSON report;
 * duckdb-json (optional): DuckDB's ``read_json`` counting the events, with a 1 GB memory limit.
 
 Reported: wall seconds and peak RSS of each, and ingest / parse.
@@ -109,6 +111,16 @@ with open(sys.argv[1], 'rb') as fh:
 print(n)
 """
 
+_ANALYZE = """
+import os, shutil, subprocess, sys
+shutil.rmtree(sys.argv[2], ignore_errors=True)
+env = dict(os.environ, NSIGHT_ADVISOR_CACHE=sys.argv[2])
+proc = subprocess.run([sys.executable, "-m", "nsight_advisor", "analyze", sys.argv[1], "--no-cache", "-q",
+                       "--format", "json", "-o", sys.argv[3]], env=env)
+shutil.rmtree(sys.argv[2], ignore_errors=True)
+print("analyzed" if proc.returncode in (0, 1) else f"analyze exit {proc.returncode}")
+"""
+
 _DUCKDB = """
 import duckdb, sys
 con = duckdb.connect()
@@ -136,6 +148,8 @@ def main() -> int:
     ap.add_argument("--gb", type=float, default=2.0, help="size of the replay, GB uncompressed (default 2)")
     ap.add_argument("--out", type=Path, default=Path("/tmp"))
     ap.add_argument("--duckdb-json", action="store_true", help="also time DuckDB's read_json on the replay")
+    ap.add_argument("--analyze", action="store_true",
+                    help="also time a cold `analyze` (cpu_ops deferred: no rule reads them), every rule included")
     args = ap.parse_args()
     target = int(args.gb * 1e9)
     replay = build_replay(args.source, args.out / f"kineto_replay_{args.gb:g}gb.json", target)
@@ -152,6 +166,10 @@ def main() -> int:
         "ingest": timed([*measured, "-m", "nsight_advisor", "ingest", "-q", str(replay), "--store", str(store)]),
         "parse again": timed([*measured, "-c", _PARSE, str(replay)]),
     }
+    if args.analyze:
+        cache = args.out / "kineto_replay_bench_cache"
+        results["cold analyze"] = timed([*measured, "-c", _ANALYZE, str(replay), str(cache),
+                                         str(args.out / "kineto_replay_bench.json")])
     if args.duckdb_json:
         results["duckdb-json"] = timed([*measured, "-c", _DUCKDB, str(replay)], timeout=1800)
     for name, (wall, out) in results.items():

@@ -288,3 +288,23 @@ def test_events_of_the_wrong_shape_are_input_errors(event: dict, store, tmp_path
     capture.write_bytes(_trace([event]))
     with pytest.raises(InputError, match=str(capture)):
         ingest_capture(store, 1, capture)
+
+
+def test_analyze_defers_cpu_ops_and_query_loads_them(tmp_path: Path) -> None:
+    """No rule reads cpu_ops, so analyze's cached store leaves them out; a query naming them gets them all."""
+    trace = KINETO / "hta_nccl_data.json.gz"
+    if not trace.exists():
+        pytest.skip(f"real traces absent at {TRACES}")
+    analyzed = _cli("analyze", str(trace), "--format", "json", "-q", tmp_path=tmp_path)
+    assert analyzed.returncode == 0, analyzed.stderr
+    capture = json.loads(analyzed.stdout)["captures"][0]
+    info = _cli("info", str(trace), "--format", "json", tmp_path=tmp_path)
+    described = json.loads(info.stdout)["captures"][0]
+    assert described["deferred"] == [{"data": "cpu_ops", "export_rows": 14346}]
+    assert (described["start_ns"], described["end_ns"]) == (capture["start_ns"], capture["end_ns"])
+    query = _cli("query", str(trace), "select count(*) as n, min(start_ns) as s from cpu_ops", "--format", "json",
+                 tmp_path=tmp_path)
+    assert query.returncode == 0, query.stderr
+    assert json.loads(query.stdout)[0]["n"] == 14346
+    full = _cli("info", str(trace), "--format", "json", tmp_path=tmp_path)
+    assert json.loads(full.stdout)["captures"][0]["start_ns"] == capture["start_ns"]

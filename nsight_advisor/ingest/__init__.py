@@ -28,8 +28,8 @@ def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, 
                    defer: Collection[str] = ()) -> None:
     """Ingest one capture file as ``capture_id``.
 
-    ``defer``: normalized tables the caller will not read, which an Nsight Systems ingest may leave out
-    (see ``nsys_sqlite.DEFERRABLE``; recorded in ``capture_deferred``). Other formats load everything.
+    ``defer``: normalized tables the caller will not read, which an Nsight Systems or Kineto ingest may leave
+    out (see ``nsys_sqlite.DEFERRABLE``; recorded in ``capture_deferred``). Other formats load everything.
     """
     fmt = detect_format(path)
     if fmt == "nsys-sqlite":

@@ -65,12 +65,13 @@ def ingest_kineto(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *
 
     Raises InputError (one line naming the file) when ``path`` is not a readable, complete trace: truncated or
     corrupt gzip, JSON that is not a trace, an event without the fields its category needs, a name longer than
-    :data:`~nsight_advisor.ingest.kineto_rows.MAX_NAME_CHARS`. Every table is loaded (``defer`` is accepted for
-    the common ingest signature; a Kineto trace's annotations are few).
+    :data:`~nsight_advisor.ingest.kineto_rows.MAX_NAME_CHARS`. ``defer`` may name ``cpu_ops``, the bulk of a
+    trace, which then stays empty and is listed in ``capture_deferred`` (the capture's span still covers it);
+    other tables are always loaded.
     """
     path = Path(path)
     header = read_header(path)
-    ing = _Ingest(con, capture_id, path, header)
+    ing = _Ingest(con, capture_id, path, header, defer_cpu_ops="cpu_ops" in defer)
     saved = _bound_memory(con)
     steps = ["events", "gpu_rows", "annotations", "collectives", "gpus", "captures"]
     try:
@@ -114,8 +115,10 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 class _Ingest:
     """One trace's ingest: ``events`` streams the file, each later step fills tables from what it staged."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, header: dict) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, header: dict, *,
+                 defer_cpu_ops: bool = False) -> None:
         self.con, self.cid, self.path, self.header = con, capture_id, path, header
+        self.defer_cpu_ops = defer_cpu_ops
         self.tmp = f"_kineto_{capture_id}"
         self.rows: EventRows | None = None
 
@@ -201,7 +204,7 @@ class _Ingest:
         return pa.Table.from_arrays(arrays, names=list(columns))
 
     def events(self) -> None:
-        rows = self.rows = EventRows(self.write)
+        rows = self.rows = EventRows(self.write, cpu_ops=not self.defer_cpu_ops)
         try:
             with _gc_paused():
                 rows.consume(iter_events(self.path))
@@ -216,6 +219,8 @@ class _Ingest:
                   SELECT correlation_id, min(pid) AS pid, min(tid) AS tid FROM api_calls
                   WHERE capture_id = $cid AND correlation_id IS NOT NULL GROUP BY correlation_id""",
                  {"cid": self.cid})
+        if self.defer_cpu_ops:
+            self.sql("INSERT INTO capture_deferred VALUES (?, ?, ?)", [self.cid, "cpu_ops", rows.cpu_op_count])
         if not self.count("api_calls", stored=True):
             self.missing("api_calls", "no cuda_runtime or cuda_driver events: CUDA API calls were not traced",
                          _CUDA_OPTION)
@@ -384,7 +389,9 @@ class _Ingest:
                 SELECT min(start_ns), max(end_ns) FROM nvtx_rows WHERE capture_id = $cid UNION ALL
                 SELECT min(start_ns), max(end_ns) FROM cpu_ops WHERE capture_id = $cid)""",
                         {"cid": self.cid}).fetchone()
-        start, end = span
+        starts = [v for v in (span[0], *self.rows.cpu_op_span[:1]) if v is not None]
+        ends = [v for v in (span[1], *self.rows.cpu_op_span[1:]) if v is not None]
+        start, end = (min(starts) if starts else None), (max(ends) if ends else None)
         version = self.header.get("schemaVersion")
         st = self.path.stat()
         self.sql("INSERT INTO captures VALUES (?, ?, ?, ?, ?, ?, ?, 'unknown', ?, ?, ?, ?, ?)", [

@@ -89,8 +89,12 @@ def _mem_kind(text: str | None) -> str | None:
 class EventRows:
     """Collects the rows of one trace's events and hands each full batch to ``sink(table, columns, rows)``."""
 
-    def __init__(self, sink: Callable[[str, tuple[str, ...], list[tuple]], None]) -> None:
+    def __init__(self, sink: Callable[[str, tuple[str, ...], list[tuple]], None], *, cpu_ops: bool = True) -> None:
+        """``cpu_ops``: keep the operators' rows (False: count them and their span only, for a deferred table)."""
         self.sink = sink
+        self.keep_cpu_ops = cpu_ops
+        self.cpu_op_count = 0
+        self.cpu_op_span: list[int] = []  # [first start, last end] of the operators, when not kept
         self.rows: dict[str, list[tuple]] = {table: [] for table in COLUMNS}
         self.kernel_names: dict[str, int] = {}  # name -> name_id (demangled and short names alike)
         self.dropped: Counter = Counter()  # table -> rows dropped for a negative duration
@@ -200,12 +204,22 @@ class EventRows:
         end = start + int(dur * _K)
         if end < start:
             return self._odd(event, "cpu_ops")
-        aget = (get("args") or _EMPTY).get
-        rows = self.rows["cpu_ops"]
-        rows.append((get("pid"), get("tid"), name, start, end, aget("External id"), aget("Sequence number"),
-                     aget("Fwd thread id")))
-        if len(rows) >= BATCH_ROWS:
-            self._flush("cpu_ops")
+        self.cpu_op_count += 1
+        if self.keep_cpu_ops:
+            aget = (get("args") or _EMPTY).get
+            rows = self.rows["cpu_ops"]
+            rows.append((get("pid"), get("tid"), name, start, end, aget("External id"), aget("Sequence number"),
+                         aget("Fwd thread id")))
+            if len(rows) >= BATCH_ROWS:
+                self._flush("cpu_ops")
+        elif self.cpu_op_span:
+            span = self.cpu_op_span
+            if start < span[0]:
+                span[0] = start
+            if end > span[1]:
+                span[1] = end
+        else:
+            self.cpu_op_span = [start, end]
         if name[:1] in "Pr":  # the rare operators that mean more than an operator
             if name.startswith("ProfilerStep#"):  # some PyTorch versions write the step as an operator
                 self._annotation(event, get, "user_annotation")

@@ -86,8 +86,9 @@ class ExportCatalog:
         return self.counts[table]
 
 
-#: Tables an ingest may leave out when the caller says nothing will read them (see ``capture_deferred``).
-DEFERRABLE = ("nvtx_ranges", "gpu_metrics")
+#: Tables an ingest may leave out when the caller says nothing will read them (see ``capture_deferred``);
+#: cpu_ops exists in PyTorch profiler traces only (an nsys export has nothing to defer there).
+DEFERRABLE = ("nvtx_ranges", "gpu_metrics", "cpu_ops")
 
 
 def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False,
