@@ -1,7 +1,7 @@
 """Read a PyTorch profiler (Kineto) trace (``*.pt.trace.json``, gzipped or not) into the store.
 
 The trace is streamed (:mod:`.kineto_json`): events become rows in batches (:mod:`.kineto_rows`) that go into
-DuckDB through Arrow, so memory stays flat however long the trace is. Host-side rows (API calls, operators)
+DuckDB through Arrow, so memory stays bounded however long the trace is. Host-side rows (API calls, operators)
 go straight into their tables; GPU-side rows are staged first, because Kineto writes the device as their
 ``pid`` and their host process is that of the API call with the same correlation id, which may come later in
 the file. After the stream, SQL joins them, computes annotation depths and fills the small tables.
@@ -18,7 +18,6 @@ import contextlib
 import datetime as _dt
 import functools
 import gc
-import json
 from pathlib import Path
 from typing import Collection
 
@@ -28,17 +27,14 @@ import pyarrow.compute as pc
 
 from nsight_advisor import sql_params
 from nsight_advisor.errors import InputError
+from nsight_advisor.ingest.kineto_header import CUDA_OPTION, write_header_tables
 from nsight_advisor.ingest.kineto_json import iter_events, read_header
 from nsight_advisor.ingest.kineto_rows import COLUMNS, DOMAINS, EventRows, MAX_NAME_CHARS
 from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS as DEPTH_BATCH_ROWS, DepthStream
 from nsight_advisor.progress import Progress
-from nsight_advisor.schema.hardware import lookup_gpu
 
 FORMAT = "kineto-json"
 TOOL = "kineto"
-
-#: The profiler call that records the CUDA activity of a trace (what a missing table asks for).
-_CUDA_OPTION = "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
 
 # Kineto's fractional numbers (occupancy estimates) arrive as Decimal: Arrow takes them as decimals (a float
 # column would refuse them), the stage stores DOUBLE.
@@ -73,7 +69,7 @@ def ingest_kineto(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *
     header = read_header(path)
     ing = _Ingest(con, capture_id, path, header, defer_cpu_ops="cpu_ops" in defer)
     saved = _bound_memory(con)
-    steps = ["events", "gpu_rows", "annotations", "collectives", "gpus", "captures"]
+    steps = ["events", "gpu_rows", "annotations", "collectives", "header_tables", "captures"]
     try:
         with Progress(f"ingest {path.name}", len(steps), enabled=progress) as bar:
             ing.create_stage()
@@ -223,7 +219,7 @@ class _Ingest:
             self.sql("INSERT INTO capture_deferred VALUES (?, ?, ?)", [self.cid, "cpu_ops", rows.cpu_op_count])
         if not self.count("api_calls", stored=True):
             self.missing("api_calls", "no cuda_runtime or cuda_driver events: CUDA API calls were not traced",
-                         _CUDA_OPTION)
+                         CUDA_OPTION)
 
     # -- GPU rows --------------------------------------------------------------------------------------------
     def gpu_rows(self) -> None:
@@ -274,10 +270,10 @@ class _Ingest:
             FROM {self.stage('syncs')} s LEFT JOIN {launcher} l ON l.correlation_id = s.correlation_id""",
                  {"cid": self.cid})
         if not self.count("kernel_rows", stored=True):
-            self.missing("kernels", "no kernel events: GPU activity was not traced", _CUDA_OPTION)
+            self.missing("kernels", "no kernel events: GPU activity was not traced", CUDA_OPTION)
         if not self.count("syncs", stored=True):
             self.missing("syncs", "no cuda_sync events: this PyTorch profiler did not record CUDA synchronization",
-                         f"{_CUDA_OPTION} on a PyTorch whose profiler writes cuda_sync events")
+                         f"{CUDA_OPTION} on a PyTorch whose profiler writes cuda_sync events")
         self.missing("gpu_metrics", "PyTorch profiler traces hold no sampled GPU metrics",
                      "nsys profile --gpu-metrics-devices=all (Nsight Systems)")
 
@@ -335,48 +331,11 @@ class _Ingest:
                    dtype, in_msg_nelems, out_msg_nelems, in_msg_bytes, out_msg_bytes, {_i32('group_size')},
                    group_ranks, process_group, external_id, coalesce(correlation_id, launched)
             FROM linked""", {"cid": self.cid})
-        info = self.header.get("distributedInfo")
-        if isinstance(info, dict) and info.get("rank") is not None:
-            groups = info.get("pg_config")
-            self.sql("INSERT INTO capture_distributed VALUES (?, ?, ?, ?, ?, ?)", [
-                self.cid, _small_int(info.get("rank")), _small_int(info.get("world_size")),
-                _short_text(info.get("backend")), _short_text(info.get("nccl_version")),
-                _short_text(json.dumps(groups, default=str)) if groups is not None else None,
-            ])
-        else:
-            self.missing("capture_distributed", "no distributedInfo (rank, world size) in the trace",
-                         "torch.profiler in a process that called torch.distributed.init_process_group")
-
     # -- GPUs and the capture --------------------------------------------------------------------------------
-    def gpus(self) -> None:
-        props = self.header.get("deviceProperties")
-        if not isinstance(props, list) or not props:
-            self.missing("gpus", "no deviceProperties in the trace: GPU names and properties were not recorded",
-                         _CUDA_OPTION)
-            return
-        seen = set()
-        for p in props:
-            if not isinstance(p, dict) or _small_int(p.get("id")) is None or p["id"] in seen:
-                continue
-            seen.add(p["id"])
-            name = _short_text(p.get("name"))
-            name = name.strip() if name else name
-            spec = lookup_gpu(name)
-            major, minor = _small_int(p.get("computeMajor")), _small_int(p.get("computeMinor"))
-            warp = _small_int(p.get("warpSize"))
-            threads_sm = _small_int(p.get("maxThreadsPerMultiprocessor"))
-            self.sql("INSERT INTO gpus VALUES (" + ", ".join(["?"] * 24) + ")", [
-                self.cid, p["id"], name, None, _small_int(p.get("numSms")),
-                f"{major}.{minor}" if major is not None and minor is not None else None, major, minor,
-                _big_int(p.get("totalGlobalMem")), _big_int(p.get("l2CacheSize")), None,
-                spec.dram_bytes_per_s if spec else None,
-                threads_sm // warp if threads_sm is not None and warp else None, None,
-                _small_int(p.get("maxThreadsPerBlock")), _small_int(p.get("regsPerMultiprocessor")),
-                _small_int(p.get("regsPerBlock")), _big_int(p.get("sharedMemPerMultiprocessor")),
-                _big_int(p.get("sharedMemPerBlockOptin")) or _big_int(p.get("sharedMemPerBlock")), warp,
-                spec.fp32_flops_per_s if spec else None, spec.fp16_tensor_flops_per_s if spec else None,
-                spec.tf32_tensor_flops_per_s if spec else None, spec.fp8_tensor_flops_per_s if spec else None,
-            ])
+    def header_tables(self) -> None:
+        """gpus (deviceProperties) and capture_distributed (distributedInfo), from the trace's header."""
+        for data, reason, option in write_header_tables(self.con, self.cid, self.header):
+            self.missing(data, reason, option)
 
     def captures(self) -> None:
         span = self.sql("""
@@ -396,7 +355,7 @@ class _Ingest:
         st = self.path.stat()
         self.sql("INSERT INTO captures VALUES (?, ?, ?, ?, ?, ?, ?, 'unknown', ?, ?, ?, ?, ?)", [
             self.cid, str(self.path.resolve()), self.path.name, st.st_size, st.st_mtime_ns, FORMAT, TOOL,
-            _short_text(version) if version is not None else None, start, end,
+            str(version)[:40] if version is not None else None, start, end,
             (end - start) if start is not None and end is not None else None,
             _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),
         ])
@@ -424,21 +383,6 @@ def _ids(alias: str) -> str:
 def _i32(column: str) -> str:
     """SQL: ``column`` when it fits an INTEGER, else NULL (CUPTI writes 0xFFFFFFFF for "no stream")."""
     return f"CASE WHEN {column} BETWEEN -2147483648 AND 2147483647 THEN {column} END"
-
-
-def _small_int(value) -> int | None:
-    return value if type(value) is int and -(1 << 31) <= value < (1 << 31) else None
-
-
-def _big_int(value) -> int | None:
-    return value if type(value) is int and -(1 << 63) <= value < (1 << 63) else None
-
-
-def _short_text(value) -> str | None:
-    if value is None:
-        return None
-    text = str(value)
-    return text if len(text) <= MAX_NAME_CHARS else None
 
 
 __all__ = ["ingest_kineto", "FORMAT", "TOOL"]
