@@ -308,3 +308,11 @@ def test_analyze_defers_cpu_ops_and_query_loads_them(tmp_path: Path) -> None:
     assert json.loads(query.stdout)[0]["n"] == 14346
     full = _cli("info", str(trace), "--format", "json", tmp_path=tmp_path)
     assert json.loads(full.stdout)["captures"][0]["start_ns"] == capture["start_ns"]
+
+
+def test_readme_and_help_name_pytorch_profiler_traces(tmp_path: Path) -> None:
+    first_paragraph = (REPO / "README.md").read_text(encoding="utf-8").split("\n\n")[1]
+    assert "PyTorch profiler" in first_paragraph and ".json.gz" in first_paragraph
+    for args in (("--help",), ("analyze", "--help")):
+        shown = _cli(*args, tmp_path=tmp_path)
+        assert shown.returncode == 0 and "PyTorch profiler (Kineto) traces" in " ".join(shown.stdout.split())
