@@ -116,12 +116,14 @@ def _write_crash_report(exc: BaseException) -> str:
 @click.group(cls=_Group, epilog=_EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="nsight-advisor")
 def main() -> None:
-    """Explain what slows a GPU program down, from Nsight Systems and Nsight Compute captures.
+    """Explain what slows a GPU program down, from Nsight Systems and Nsight Compute captures and PyTorch
+    profiler (Kineto) traces (.json, .json.gz).
 
     \b
     Examples:
       nsight-advisor analyze report.sqlite -o report.html
       nsight-advisor analyze report.sqlite --format json --fail-on warning
+      nsight-advisor analyze rank0.pt.trace.json.gz rank1.pt.trace.json.gz -o report.html
       nsight-advisor info profile.ncu-rep
       nsight-advisor query report.sqlite "select name, count(*) from kernels group by 1"
     """
@@ -161,10 +163,14 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
             no_cache, window, gpu_model, quiet):
     """Analyze captures and write a report of ranked findings.
 
+    CAPTURES: Nsight Systems exports (.sqlite) or reports (.nsys-rep), Nsight Compute reports (.ncu-rep) or CSV
+    exports, PyTorch profiler (Kineto) traces (.json, .json.gz); told apart by their content.
+
     \b
     Examples:
       nsight-advisor analyze report.sqlite -o report.html
       nsight-advisor analyze rank0.sqlite rank1.sqlite --format md -o advice.md
+      nsight-advisor analyze worker*.pt.trace.json.gz -o ranks.html
       nsight-advisor analyze profile.ncu-rep --format sarif -o advice.sarif --fail-on error
       nsight-advisor analyze report.sqlite --set small-grid.min_blocks_per_sm=2 --ignore NA105
       nsight-advisor analyze report.sqlite --window 2.5:8 --gpu "H100 SXM"

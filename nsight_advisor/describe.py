@@ -15,6 +15,8 @@ import duckdb
 TOOL_TABLES: dict[str, tuple[str, ...]] = {
     "nsys": ("gpus", "kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics"),
     "ncu": ("ncu_kernels", "ncu_metrics", "ncu_rule_results"),
+    "kineto": ("gpus", "kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges", "cpu_ops", "collectives",
+               "kernel_occupancy"),
 }
 
 
@@ -34,8 +36,24 @@ def _ncu_section(con: duckdb.DuckDBPyConnection, capture_id: int) -> dict:
                             for k, n, d, s in rows]}
 
 
+def _kineto_section(con: duckdb.DuckDBPyConnection, capture_id: int) -> dict:
+    section = _nsys_section(con, capture_id)
+    dist = con.execute("SELECT rank, world_size, backend, nccl_version FROM capture_distributed WHERE capture_id = ?",
+                       [capture_id]).fetchone()
+    if dist is not None:
+        section["distributed"] = dict(zip(("rank", "world_size", "backend", "nccl_version"), dist))
+    section["collectives"] = [
+        {"collective": c, "calls": n, "bytes": int(b) if b is not None else None}
+        for c, n, b in con.execute("""
+            SELECT collective, count(*), sum(in_msg_bytes) FROM collectives
+            WHERE capture_id = ? AND source = 'record_param_comms' GROUP BY 1 ORDER BY 2 DESC, 1""",
+                                   [capture_id]).fetchall()]
+    return section
+
+
 TOOL_SECTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection, int], dict]] = {"nsys": _nsys_section,
-                                                                             "ncu": _ncu_section}
+                                                                             "ncu": _ncu_section,
+                                                                             "kineto": _kineto_section}
 
 
 def describe(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict:
@@ -114,6 +132,16 @@ def format_description(desc: dict) -> str:
             for k in cap["top_kernels"]:
                 name = k["name"] if len(k["name"]) <= 90 else k["name"][:89] + "…"
                 out.append(f"    {k['total_ns']:>14,} ns  {k['launches']:>7,}x  {name}")
+        if cap.get("distributed"):
+            d = cap["distributed"]
+            out.append(f"  distributed: rank {d['rank']} of {d['world_size'] if d['world_size'] is not None else '?'}"
+                       + (f", backend {d['backend']}" if d["backend"] else "")
+                       + (f", NCCL {d['nccl_version']}" if d["nccl_version"] else ""))
+        if cap.get("collectives"):
+            out.append("  collectives (record_param_comms):")
+            for c in cap["collectives"]:
+                size = f", {c['bytes']:,} bytes in" if c["bytes"] is not None else ""
+                out.append(f"    {c['calls']:>7,}x  {c['collective']}{size}")
         if cap.get("ncu_kernels"):
             out.append("  profiled kernels (duration; sections present):")
             for k in cap["ncu_kernels"]:

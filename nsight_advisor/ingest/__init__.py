@@ -28,8 +28,8 @@ def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, 
                    defer: Collection[str] = ()) -> None:
     """Ingest one capture file as ``capture_id``.
 
-    ``defer``: normalized tables the caller will not read, which an Nsight Systems ingest may leave out
-    (see ``nsys_sqlite.DEFERRABLE``; recorded in ``capture_deferred``). Other formats load everything.
+    ``defer``: normalized tables the caller will not read, which an Nsight Systems or Kineto ingest may leave
+    out (see ``nsys_sqlite.DEFERRABLE``; recorded in ``capture_deferred``). Other formats load everything.
     """
     fmt = detect_format(path)
     if fmt == "nsys-sqlite":
@@ -48,5 +48,9 @@ def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, 
         from nsight_advisor.ingest.ncu_csv import ingest_ncu_csv
 
         ingest_ncu_csv(con, capture_id, path, progress=progress)
+    elif fmt == "kineto-json":
+        from nsight_advisor.ingest.kineto import ingest_kineto
+
+        ingest_kineto(con, capture_id, path, progress=progress, defer=defer)
     else:  # detect_format raises for anything else; this guards new formats added there only
         raise AssertionError(f"no reader for format {fmt!r}")

@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsight_advisor.errors import InputError
+from nsight_advisor.ingest.kineto_json import MARKER_KEYS
+from nsight_advisor.ingest.kineto_json import sniff as sniff_json
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NCU_REP_MAGIC = b"NVR\x00"  # every .ncu-rep seen, 2020.2 to 2025.3
 NSYS_REP_MAGIC = b"NVIDIA Tegra Profiler Report"  # .nsys-rep and .qdrep
 GZIP_MAGIC = b"\x1f\x8b"
 
-FORMATS = ("nsys-sqlite", "nsys-rep", "ncu-rep", "ncu-csv")
+FORMATS = ("nsys-sqlite", "nsys-rep", "ncu-rep", "ncu-csv", "kineto-json")
 
 
 def detect_format(path: Path) -> str:
@@ -34,8 +36,15 @@ def detect_format(path: Path) -> str:
         return "ncu-rep"
     if head.startswith(NSYS_REP_MAGIC):
         return "nsys-rep"
-    if head.startswith(GZIP_MAGIC):
-        raise InputError(f"{path}: gzip-compressed; decompress it first (gunzip) and pass the capture itself")
+    json_kind = sniff_json(path, head)
+    if json_kind == "kineto-json":
+        return "kineto-json"
+    if json_kind == "json":
+        raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (none of {', '.join(MARKER_KEYS)} "
+                         "near its start)")
+    if json_kind == "gzip":
+        raise InputError(f"{path}: gzip-compressed and not a PyTorch profiler trace; decompress it first (gunzip) "
+                         "and pass the capture itself")
     if suffix in (".sqlite", ".sqlite3", ".db"):
         raise InputError(f"{path}: not an SQLite database (wrong header); expected the output of `nsys export --type sqlite`")
     if suffix == ".ncu-rep":
@@ -47,7 +56,8 @@ def detect_format(path: Path) -> str:
             return "ncu-csv"
     raise InputError(
         f"{path}: unknown capture format; expected an nsys SQLite export (.sqlite), a raw nsys report "
-        "(.nsys-rep/.qdrep), an Nsight Compute report (.ncu-rep) or an `ncu --csv` export (.csv)"
+        "(.nsys-rep/.qdrep), an Nsight Compute report (.ncu-rep), an `ncu --csv` export (.csv) or a PyTorch "
+        "profiler trace (.json, .json.gz)"
     )
 
 

@@ -88,8 +88,9 @@ class ExportCatalog:
         return self.counts[table]
 
 
-#: Tables an ingest may leave out when the caller says nothing will read them (see ``capture_deferred``).
-DEFERRABLE = ("nvtx_ranges", "gpu_metrics")
+#: Tables an ingest may leave out when the caller says nothing will read them (see ``capture_deferred``);
+#: cpu_ops exists in PyTorch profiler traces only (an nsys export has nothing to defer there).
+DEFERRABLE = ("nvtx_ranges", "gpu_metrics", "cpu_ops")
 #: A deferrable table is left out only when its export table holds at least this many rows: smaller ones load in
 #: well under a second and the analysis layer reads them when present (NVTX ranges name idle gaps' causes).
 DEFER_MIN_ROWS = 250_000
