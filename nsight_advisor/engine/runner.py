@@ -21,6 +21,7 @@ import duckdb
 
 from nsight_advisor import sql_params
 from nsight_advisor.catalog import get_principle
+from nsight_advisor.engine import advice
 from nsight_advisor.engine.model import Finding, PrincipleRef, severity_rank
 from nsight_advisor.engine.rules import Rule, query_params
 
@@ -282,7 +283,7 @@ def _make_finding(rule: Rule, capture: dict, group: Group) -> Finding:
         impact_pct=impact_pct,
         evidence=[{c: json_value(row.get(c)) for c in spec.evidence_columns} for row in group.rows],
         evidence_columns=list(spec.evidence_columns), evidence_total_rows=group.total_rows,
-        principles=resolve_principles(rule.principles), fix=format_message(spec.fix, context),
+        principles=resolve_principles(rule.principles), fix=advice.fix_text(rule, capture, context),
         category=rule.category, observed=json_value(observed), threshold=json_value(threshold),
     )
 

@@ -83,12 +83,29 @@ def _capture_view(cap: dict[str, Any]) -> dict[str, Any]:
                   "compute_capability": clip(g.get("compute_capability"), 10), "count": int(g.get("count") or 1)}
                  for g in gpus[:6]],
         "gpus_left_out": max(0, len(gpus) - 6),
+        "program": _program_view(cap),
         "missing": [{"data": clip(m.get("data"), 100), "capture_option": clip(m.get("capture_option"), 160)}
                     for m in (cap.get("missing") or [])[:12]],
         "missing_total": len(cap.get("missing") or []),
         "notes": [{"data": clip(n.get("data"), 100), "rows": n.get("rows"), "note": clip(n.get("note"), 300)}
                   for n in (cap.get("ingest_notes") or [])[:12]],
     }
+
+
+_STACK_LABELS = {"pytorch": "PyTorch", "jax": "JAX/XLA", "tensorflow": "TensorFlow", "tensorrt": "TensorRT",
+                 "openacc-openmp": "OpenACC/OpenMP offload", "cuda-fortran": "CUDA Fortran", "julia": "Julia (CUDA.jl)",
+                 "cupy-numba": "CuPy/Numba", "triton": "Triton", "cuda-cpp": "CUDA C/C++"}
+
+
+def _program_view(cap: dict[str, Any]) -> dict[str, Any] | None:
+    """The program's stack (with its evidence) and what its GPUs' tensor cores take, for the header."""
+    program = cap.get("program") or {}
+    stack = program.get("stack")
+    if not stack:
+        return None
+    precisions = [p for p in (program.get("tensor_core_precisions") or []) if isinstance(p, str)]
+    return {"stack": clip(_STACK_LABELS.get(stack, stack), 60), "evidence": clip(program.get("evidence"), 300),
+            "tensor_cores": clip(", ".join(p or "none" for p in precisions), 120)}
 
 
 def _captures(r: dict[str, Any]) -> list[dict[str, Any]]:
