@@ -23,6 +23,7 @@ timeline as (
         -- Estimate: the timeline has no byte counts. Fusing a memory-limited kernel into its producer or consumer,
         -- or 16-bit instead of 32-bit data, removes about bytes_saved_fraction of its bytes and so of its time.
         cast(duration_ns * $bytes_saved_fraction as bigint) as impact_ns,
+        'name' as class_basis,
         'estimate: ' || cast(round(100 * $bytes_saved_fraction) as integer) || '% of the time (class from the name, no byte counts)' as impact_basis
     from (
         select
@@ -73,6 +74,7 @@ profiled as (
         max(r.sm_pct) as sm_pct,
         cast(sum(least(r.roofline_ns, r.duration_ns)) as bigint) as roofline_ns,
         cast(sum(greatest(r.duration_ns - r.roofline_ns, 0)) as bigint) as impact_ns,
+        any_value(c.class_basis) as class_basis,
         'roofline: Nsight Compute DRAM bytes at ' || $achievable_dram_pct || '% of peak' as impact_basis
     from ncu_kernel_classes c
     join ncu_roof r on r.kernel_id = c.kernel_id
@@ -88,6 +90,7 @@ select
     short_name,
     source,
     category,
+    class_basis,
     precision,
     launches,
     duration_ns,
