@@ -134,10 +134,11 @@ def test_low_tensor_core_use_catches_cublas_sgemm_in_nsight_compute_reports(trac
     names = {r["short_name"] for r in evidence(rel, "low-tensor-core-use")}
     assert kernel in names
     if "esmm" in rel:
-        # esmm's hand-written SGEMMs ('basic', 'warptiling', ...) say nothing by their names: their counters (FMA
-        # pipe the busiest, busier than DRAM) class them as SIMT GEMMs
-        assert {"basic", "gmem_coalesce", "smem_blocking", "one_blocktiling", "two_blocktiling",
-                "vectorized_blocktiling", "warptiling"} <= names
+        # esmm's hand-written SGEMMs ('warptiling', ...) say nothing by their names: their counters (FMA pipe the
+        # busiest, busier than DRAM) class them as SIMT GEMMs; 'basic' (FMA 4%) and smem_blocking (8%) wait on
+        # memory access, not math, and are left to uncoalesced-access
+        assert {"gmem_coalesce", "one_blocktiling", "two_blocktiling", "vectorized_blocktiling", "warptiling"} <= names
+        assert not {"basic", "smem_blocking"} & names
     else:
         assert names == {kernel}
 

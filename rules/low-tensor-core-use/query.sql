@@ -89,6 +89,9 @@ profiled as (
     left join ncu_gpus g on g.name = c.device_name
     where c.capture_id = $capture_id and isfinite(c.duration_ns)
       and c.category in ('gemm_conv', 'other')
+      -- A GEMM classed by its counters must keep the FMA pipe busy: one limited by memory access (esmm's naive
+      -- 'basic' at 4% FMA, 99% L1) gains nothing from tensor cores until its access is fixed.
+      and (c.class_basis not like 'counters%' or p.fma_pipe_pct >= $min_fma_pipe_pct)
       and (c.math_path = 'simt'
            or (c.category = 'gemm_conv' and c.math_path = 'unknown'
                and p.tensor_pipe_pct <= $max_tensor_pipe_pct and p.fma_pipe_pct >= $min_fma_pipe_pct))
