@@ -176,7 +176,7 @@ def _render(result: Any, limits: Limits) -> str:
         headline = f"{total} finding{'s' if total != 1 else ''}"
         if top["impact"]:
             headline += f"; the costliest: {top['title']} ({top['impact']}"
-            headline += f", {top['impact_pct_text']} of wall time)" if top["impact_pct_text"] else ")"
+            headline += f", {top['impact_pct_text']} of {top['pct_basis']})" if top["impact_pct_text"] else ")"
         else:
             headline += f"; first: {top['title']}"
     else:

@@ -148,7 +148,7 @@ def _finding(f: dict[str, Any]) -> list[str]:
     out = [f"### {f['n']}. {SEVERITY_MARK[f['severity']]}: {md_escape(f['title'])}", ""]
     impact = ""
     if f["impact"]:
-        impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of wall time)." if f["impact_pct_text"] else ".")
+        impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of {f['pct_basis']})." if f["impact_pct_text"] else ".")
     message = md_escape(f["message"])
     if message and impact and not message.endswith((".", "!", "?", ")")):
         message += "."

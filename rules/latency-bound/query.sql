@@ -11,6 +11,12 @@ select
     round(avg(eligible_warps), 2) as eligible_warps,
     round(avg(achieved_occupancy_pct), 1) as achieved_occupancy_pct,
     any_value(top_stalls) as top_stalls,
+    coalesce(any_value(ncu_verdicts), 'none stored') as ncu_verdicts,
+    case
+        when any_value(ncu_verdicts) is null then 'no verdicts stored'
+        when regexp_matches(any_value(ncu_verdicts), 'Latency Issue|IssueSlotUtilization|CPIStall') then 'agrees'
+        else 'states no such verdict'
+    end as ncu_agreement,
     cast(sum(duration_ns) as bigint) as duration_ns,
     -- Nsight Compute's issue-slot model: the cycles no instruction issued, capped by the busier unit's headroom.
     cast(sum(duration_ns * least(1 - max_throughput_pct / 100.0,

@@ -33,6 +33,12 @@ select
     round(max(dram_pct), 1) as dram_pct,
     round(max(sm_pct), 1) as sm_pct,
     any_value(class_basis) as class_basis,
+    coalesce(any_value(k.ncu_verdicts), 'none stored') as ncu_verdicts,
+    case
+        when any_value(k.ncu_verdicts) is null then 'no verdicts stored'
+        when regexp_matches(any_value(k.ncu_verdicts), 'UncoalescedGlobalAccess|Access Pattern|MemoryCacheAccessPattern') then 'agrees'
+        else 'states no such verdict'
+    end as ncu_agreement,
     cast(sum(duration_ns) as bigint) as duration_ns,
     cast(sum(duration_ns * greatest(excess, 0) / 100.0 * coalesce(mem_pct, 0) / 100.0) as bigint) as impact_ns,
     name

@@ -103,6 +103,16 @@ p as (
     from m
     group by capture_id, kernel_id
 ),
+verdicts as (
+    -- Nsight Compute's own stored verdicts (warnings and optimizations with a message), e.g.
+    -- 'SOLBottleneck "Latency Issue" | AchievedOccupancy est. 12%'
+    select capture_id, kernel_id,
+           string_agg(distinct rule_id || coalesce(' "' || nullif(title, '') || '"', '')
+                      || coalesce(' est. ' || cast(round(estimated_speedup_pct) as integer) || '%', ''), ' | ') as ncu_verdicts
+    from ncu_rule_results
+    where result_type in ('warning', 'optimization', 'error') and coalesce(message, '') <> ''
+    group by capture_id, kernel_id
+),
 stalls as (
     select capture_id, kernel_id,
            string_agg(reason || ' ' || cast(round(share_pct) as integer) || '%', ', ' order by share_pct desc)
@@ -143,7 +153,9 @@ select
     100.0 * (p.l2_sectors_global - p.l2_sectors_global_ideal) / nullif(p.l2_sectors_global, 0) as excess_sectors_pct,  -- global sectors beyond what perfectly coalesced accesses would move, % of all (SourceCounters)
     100.0 * p.shared_bank_conflicts / nullif(p.shared_wavefronts, 0) as bank_conflict_pct,  -- shared-memory wavefronts caused by bank conflicts, % of all shared wavefronts (MemoryWorkloadAnalysis_Tables)
     coalesce(p.local_ld_sectors, 0) + coalesce(p.local_st_sectors, 0) as local_sectors,  -- local-memory (register spill, stack) sectors through L1 (MemoryWorkloadAnalysis_Tables)
-    100.0 * (coalesce(p.local_loads, 0) + coalesce(p.local_stores, 0)) / nullif(p.inst_executed, 0) as local_inst_pct  -- local loads and stores, % of executed warp instructions (SourceCounters)
+    100.0 * (coalesce(p.local_loads, 0) + coalesce(p.local_stores, 0)) / nullif(p.inst_executed, 0) as local_inst_pct,  -- local loads and stores, % of executed warp instructions (SourceCounters)
+    v.ncu_verdicts                  -- Nsight Compute's stored warnings and optimizations for the kernel (rule id, title, estimated speedup), NULL when none
 from ncu_kernels k
 left join p using (capture_id, kernel_id)
-left join stalls s using (capture_id, kernel_id);
+left join stalls s using (capture_id, kernel_id)
+left join verdicts v using (capture_id, kernel_id);
