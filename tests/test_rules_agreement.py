@@ -134,7 +134,7 @@ def _stored_verdicts(rel: str) -> list[dict]:
         where r.rule_id in ('LaunchConfiguration', 'Occupancy', 'TheoreticalOccupancy', 'AchievedOccupancy',
                             'SOLBottleneck', 'ThreadDivergence')
           and r.result_type in ('info', 'warning', 'error', 'optimization', 'ok')
-        order by k.kernel_id, r.rule_id
+        order by k.kernel_id, r.rule_id, title, r.result_type, message
     """
     cur = con.execute(sql)
     cols = [d[0] for d in cur.description]

@@ -85,7 +85,7 @@ def render() -> str:
                 if name and e.get("source", "ncu") == "ncu":
                     ours.setdefault(name, set()).add(f.rule_name)
         verdicts = con.execute(
-            "select coalesce(short_name, name), string_agg(distinct ncu_verdicts, ' / ') "
+            "select coalesce(short_name, name), string_agg(distinct ncu_verdicts, ' / ' order by ncu_verdicts) "
             "from ncu_kernel_efficiency group by 1 order by min(kernel_id)").fetchall()
         out.append("")
         out.append("| kernel | our findings | Nsight Compute's stored warnings |")

@@ -108,7 +108,9 @@ verdicts as (
     -- 'SOLBottleneck "Latency Issue" | AchievedOccupancy est. 12%'
     select capture_id, kernel_id,
            string_agg(distinct rule_id || coalesce(' "' || nullif(title, '') || '"', '')
-                      || coalesce(' est. ' || cast(round(estimated_speedup_pct) as integer) || '%', ''), ' | ') as ncu_verdicts
+                      || coalesce(' est. ' || cast(round(estimated_speedup_pct) as integer) || '%', ''), ' | '
+                      order by rule_id || coalesce(' "' || nullif(title, '') || '"', '')
+                      || coalesce(' est. ' || cast(round(estimated_speedup_pct) as integer) || '%', '')) as ncu_verdicts
     from ncu_rule_results
     where result_type in ('warning', 'optimization', 'error') and coalesce(message, '') <> ''
     group by capture_id, kernel_id
