@@ -58,6 +58,29 @@ def test_stack_from_evidence(name, stack, evidence):
     assert evidence in program["evidence"]
 
 
+_DL_GUIDE_PREFIXES = ("mixed-precision.", "memory-limited.", "convolution.", "fully-connected.", "recurrent.")
+
+
+@pytest.mark.parametrize("path", trace_param(ALL_CAPTURES))
+def test_cited_principles_fit_the_captures_stack_and_gpu(path):
+    try:
+        result, _ = analyzed(_rel(path))
+    except InputError as exc:
+        pytest.skip(f"not a capture the store takes: {exc}")
+    captures = {c["capture_id"]: c for c in result.captures}
+    for finding in result.findings:
+        cap = captures[finding.capture_id]
+        ids = [p.id for p in finding.principles]
+        assert ids, finding.rule_name
+        if cap["program"]["stack"] in ("cuda-cpp", "openacc-openmp", "cuda-fortran", "julia", "cupy-numba"):
+            assert not [i for i in ids if i.startswith(_DL_GUIDE_PREFIXES)] or len(ids) == 1, (finding.rule_name, ids)
+        caps = set.intersection(*(set(g.get("capabilities") or []) for g in cap["gpus"])) if cap["gpus"] else set()
+        if "tf32" not in caps:
+            assert "mixed-precision.tf32" not in ids
+        if "fp8" not in caps:
+            assert "mixed-precision.fp8-hopper" not in ids
+
+
 def test_openacc_capture_gets_no_pytorch_advice():
     name = "nsys/nsu_v100_openacc.sqlite"
     if not (TRACES / name).exists():

@@ -97,6 +97,36 @@ def fix_text(rule: Any, capture: dict[str, Any], context: dict[str, Any]) -> str
     return format_message(text, context)
 
 
+# Guides written for deep-learning frameworks: cited only on captures of those stacks (or of an unknown one).
+_DL_GUIDES = ("Convolutional Layers User's Guide", "Linear/Fully-Connected Layers User's Guide",
+              "Memory-Limited Layers User's Guide", "Recurrent Layers User's Guide", "Train With Mixed Precision",
+              "Transformer Engine: Using FP8")
+_DL_STACKS = ("pytorch", "jax", "tensorflow", "tensorrt", "triton", "unknown")
+# Guide sections about one framework, or about a precision only some GPUs have.
+_PRINCIPLE_STACKS = {"PyTorch CUDA semantics": ("pytorch", "unknown")}
+_PRINCIPLE_NEEDS = {"mixed-precision.tf32": "tf32", "mixed-precision.fp8-hopper": "fp8"}
+
+
+def principles_for(rule: Any, capture: dict[str, Any]) -> tuple[str, ...]:
+    """The rule's principle ids that fit the capture: no deep-learning guide for an OpenACC or plain CUDA program,
+    no TF32 or FP8 section for a GPU without them. The first principle stays when the filter would drop all."""
+    from nsight_advisor.catalog import get_principle
+
+    profile = profile_of(capture)
+    keep = []
+    for pid in rule.principles:
+        p = get_principle(pid)
+        need = _PRINCIPLE_NEEDS.get(p.id if p else pid)
+        if need and need not in profile.capabilities:
+            continue
+        if p and p.guide in _DL_GUIDES and profile.stack not in _DL_STACKS:
+            continue
+        if p and p.guide in _PRINCIPLE_STACKS and profile.stack not in _PRINCIPLE_STACKS[p.guide]:
+            continue
+        keep.append(pid)
+    return tuple(keep) or tuple(rule.principles[:1])
+
+
 def read_profiles(con: Any, capture_ids: Sequence[int]) -> tuple[dict[int, dict], dict[tuple[int, int], dict]]:
     """Per capture its program (stack, stacks_seen, evidence) and per (capture, device) its GPU facts, from the
     ``capture_program`` and ``gpu_capabilities`` views; empty when the store predates them."""

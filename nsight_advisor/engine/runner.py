@@ -283,7 +283,8 @@ def _make_finding(rule: Rule, capture: dict, group: Group) -> Finding:
         impact_pct=impact_pct,
         evidence=[{c: json_value(row.get(c)) for c in spec.evidence_columns} for row in group.rows],
         evidence_columns=list(spec.evidence_columns), evidence_total_rows=group.total_rows,
-        principles=resolve_principles(rule.principles), fix=advice.fix_text(rule, capture, context),
+        principles=resolve_principles(advice.principles_for(rule, capture)),
+        fix=advice.fix_text(rule, capture, context),
         category=rule.category, observed=json_value(observed), threshold=json_value(threshold),
     )
 
