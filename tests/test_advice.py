@@ -143,3 +143,52 @@ def test_text_tags_names_stack_and_capability_words():
     assert text_tags("set vector_length(128)") == ({"openacc-openmp"}, set())
     assert text_tags("use cudaMemcpyAsync") == (set(), set())
     assert set(STACKS) >= {"pytorch", "openacc-openmp", "cuda-cpp"}
+
+
+def _rule_copy(tmp_path, fix_block: str) -> Path:
+    """rules/small-grid copied with its [finding.fix] table replaced by ``fix_block``."""
+    import re
+    import shutil
+
+    src = Path(__file__).resolve().parent.parent / "rules" / "small-grid"
+    dst = tmp_path / "small-grid"
+    shutil.copytree(src, dst)
+    toml = (dst / "rule.toml").read_text(encoding="utf-8")
+    toml = re.sub(r"\[finding\.fix\].*?(?=\n\[docs\])", fix_block, toml, flags=re.S)
+    toml = toml.replace('id = "NA101"', 'id = "NA901"')
+    (dst / "rule.toml").write_text(toml, encoding="utf-8")
+    return dst
+
+
+def test_lint_rejects_stack_and_capability_words_shown_too_widely(tmp_path):
+    from nsight_advisor.engine.lint import lint_folders
+
+    bad = _rule_copy(tmp_path, '[finding.fix]\ntext = "Use torch.compile and BF16 activations."\n')
+    _, problems = lint_folders([bad])
+    texts = [str(p) for p in problems]
+    assert any("specific to pytorch" in t for t in texts), texts
+    assert any("recommends bf16" in t for t in texts), texts
+
+
+def test_lint_accepts_the_same_words_in_a_variant_and_a_clause(tmp_path):
+    from nsight_advisor.engine.lint import lint_folders
+
+    good = _rule_copy(tmp_path, '[finding.fix]\ntext = "Launch more blocks."\n\n[finding.fix.variants]\n'
+                      'pytorch = "Use torch.compile."\n\n[[finding.fix.clauses]]\ntext = "Keep activations in BF16."\n'
+                      'needs = ["bf16"]\n')
+    rules, problems = lint_folders([good])
+    assert not problems, [str(p) for p in problems]
+    assert rules[0].finding.fix_variants == (("pytorch", "Use torch.compile."),)
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ('[finding.fix]\ntext = "x"\n[finding.fix.variants]\npytorh = "y"\n', "'pytorh' is not a stack"),
+    ('[finding.fix]\ntext = "x"\n[[finding.fix.clauses]]\ntext = "y"\nneeds = ["bf17"]\n', "'bf17' is not a GPU capability"),
+    ('[finding.fix]\ntext = "x"\n[[finding.fix.clauses]]\ntext = "y"\n', "needs a capability or a stack"),
+])
+def test_malformed_fix_tables_fail_at_load_naming_the_key(tmp_path, block, message):
+    from nsight_advisor.engine.rules import load_rule
+    from nsight_advisor.errors import RuleError
+
+    with pytest.raises(RuleError, match=message):
+        load_rule(_rule_copy(tmp_path, block))
