@@ -133,7 +133,9 @@ def read_captures(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
                        for (g, d, n, s, cc) in gpus if g == cid]
         cap["program"] = {**programs.get(cid, {"stack": "unknown", "stacks_seen": [], "evidence": ""}),
                           "tensor_core_precisions": sorted({g.get("tensor_core_precisions", "") for g in cap["gpus"]
-                                                            if g.get("capabilities")})}
+                                                            if g.get("capabilities")}),
+                          "dram_peak_bytes_per_s": min((g["dram_peak_bytes_per_s"] for g in cap["gpus"]
+                                                        if g.get("dram_peak_bytes_per_s")), default=None)}
         out.append(cap)
     return out
 

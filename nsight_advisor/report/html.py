@@ -104,8 +104,10 @@ def _program_view(cap: dict[str, Any]) -> dict[str, Any] | None:
     if not stack:
         return None
     precisions = [p for p in (program.get("tensor_core_precisions") or []) if isinstance(p, str)]
+    dram = program.get("dram_peak_bytes_per_s")
+    dram_text = f"{dram / 1e9:,.0f} GB/s" if isinstance(dram, (int, float)) and dram > 0 else ""
     return {"stack": clip(_STACK_LABELS.get(stack, stack), 60), "evidence": clip(program.get("evidence"), 300),
-            "tensor_cores": clip(", ".join(p or "none" for p in precisions), 120)}
+            "tensor_cores": clip(", ".join(p or "none" for p in precisions), 120), "dram": dram_text}
 
 
 def _captures(r: dict[str, Any]) -> list[dict[str, Any]]:
