@@ -183,7 +183,8 @@ def test_lint_accepts_the_same_words_in_a_variant_and_a_clause(tmp_path):
 
 @pytest.mark.parametrize(("block", "message"), [
     ('[finding.fix]\ntext = "x"\n[finding.fix.variants]\npytorh = "y"\n', "'pytorh' is not a stack"),
-    ('[finding.fix]\ntext = "x"\n[[finding.fix.clauses]]\ntext = "y"\nneeds = ["bf17"]\n', "'bf17' is not a GPU capability"),
+    ('[finding.fix]\ntext = "x"\n[[finding.fix.clauses]]\ntext = "y"\nneeds = ["bf17"]\n',
+     "'bf17' is not a GPU capability"),
     ('[finding.fix]\ntext = "x"\n[[finding.fix.clauses]]\ntext = "y"\n', "needs a capability or a stack"),
 ])
 def test_malformed_fix_tables_fail_at_load_naming_the_key(tmp_path, block, message):

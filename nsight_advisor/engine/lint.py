@@ -5,7 +5,8 @@ Checks, each reported as ``FILE: key: problem; fix``: the folder loads (keys, ty
 query.sql is one SELECT that runs against an empty store of the normalized schema; the judgement, impact,
 order, group and evidence columns are in its result; message placeholders exist; docs sections are not empty;
 principles exist in the guide catalog; no part of the fix is shown on a stack or GPU its wording does not fit (a
-PyTorch call in the general text, BF16 in a clause that does not need bf16); cases.toml loads and has at least one firing and one clean case.
+PyTorch call in the general text, BF16 in a clause that does not need bf16); cases.toml loads and has at least
+one firing and one clean case.
 """
 
 from __future__ import annotations
