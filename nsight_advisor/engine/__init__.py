@@ -161,11 +161,20 @@ def read_captures(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
         con,
         "select capture_id, device_id, name, sm_count, compute_capability from gpus "
         "where capture_id in (select unnest(?::integer[])) order by capture_id, device_id", [ids]).fetchall()
+    from nsight_advisor.engine.advice import read_profiles
+
+    programs, gpu_facts = read_profiles(con, ids)
     out = []
     for cid in ids:
         cap = by_id.get(cid) or {c: None for c in CAPTURE_COLUMNS} | {"capture_id": cid}
-        cap["gpus"] = [{"device_id": d, "name": n, "sm_count": s, "compute_capability": cc}
+        cap["gpus"] = [{"device_id": d, "name": n, "sm_count": s, "compute_capability": cc,
+                        **gpu_facts.get((g, d), {})}
                        for (g, d, n, s, cc) in gpus if g == cid]
+        cap["program"] = {**programs.get(cid, {"stack": "unknown", "stacks_seen": [], "evidence": ""}),
+                          "tensor_core_precisions": sorted({g.get("tensor_core_precisions", "") for g in cap["gpus"]
+                                                            if g.get("capabilities")}),
+                          "dram_peak_bytes_per_s": min((g["dram_peak_bytes_per_s"] for g in cap["gpus"]
+                                                        if g.get("dram_peak_bytes_per_s")), default=None)}
         out.append(cap)
     return out
 

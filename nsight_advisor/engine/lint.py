@@ -4,7 +4,9 @@ Checks, each reported as ``FILE: key: problem; fix``: the folder loads (keys, ty
 (also against the built-in rules); every ``$param`` in query.sql is declared and every declared param is used;
 query.sql is one SELECT that runs against an empty store of the normalized schema; the judgement, impact,
 order, group and evidence columns are in its result; message placeholders exist; docs sections are not empty;
-principles exist in the guide catalog; cases.toml loads and has at least one firing and one clean case.
+principles exist in the guide catalog; no part of the fix is shown on a stack or GPU its wording does not fit (a
+PyTorch call in the general text, BF16 in a clause that does not need bf16); cases.toml loads and has at least
+one firing and one clean case.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsight_advisor.catalog import get_principle
+from nsight_advisor.engine.advice import text_tags
 from nsight_advisor.engine.rules import DOC_SECTIONS, Rule, load_rule, query_params, rule_folders
 from nsight_advisor.errors import RuleError
 
-_MESSAGE_NAMES = {"rows", "impact", "impact_ns", "impact_pct", "threshold", "observed", "group", "top"}
+_MESSAGE_NAMES = {"rows", "impact", "impact_ns", "impact_pct", "threshold", "observed", "group", "device_id", "top"}
 
 
 @dataclass
@@ -78,6 +81,17 @@ def lint_rule(rule: Rule) -> list[Problem]:
                               ("finding.fix", rule.finding.fix)):
         if not value.strip():
             add(toml, field_name, "empty; write it")
+    for key, text, stacks, needs in _fix_parts(rule):
+        if not text.strip():
+            add(toml, key, "empty; write it")
+        said_stacks, said_caps = text_tags(text)
+        for stack in sorted(said_stacks - set(stacks)):
+            add(toml, key, f"its wording is specific to {stack} but it is shown on "
+                f"{'every stack' if not stacks else ', '.join(stacks)}; move it to [finding.fix.variants] {stack} "
+                f"or a clause with stacks = [\"{stack}\"]")
+        for cap in sorted(said_caps - set(needs)):
+            add(toml, key, f"it recommends {cap}, which not every GPU has; move it to a [[finding.fix.clauses]] "
+                f"with needs = [\"{cap}\"]")
     for section in DOC_SECTIONS:
         if not rule.docs.get(section, "").strip():
             add(toml, f"docs.{section}", "empty; every docs section (what, why, fix, limits) needs text")
@@ -98,7 +112,7 @@ def lint_rule(rule: Rule) -> list[Problem]:
     for name in used_in_query:
         if name != "capture_id" and name not in rule.params:
             add(rule.query_path, f"${name}", f"not declared; add [params.{name}] to rule.toml or remove it")
-    text_fields = _fields(rule.finding.message) + _fields(rule.finding.fix)
+    text_fields = _fields(rule.finding.message) + [f for part in _fix_parts(rule) for f in _fields(part[1])]
     judge_text = (rule.folder / "judge.py").read_text(encoding="utf-8") if rule.judge else ""
     for name in rule.params:
         used = (name in used_in_query or (rule.judgement and rule.judgement.param == name)
@@ -120,7 +134,8 @@ def lint_rule(rule: Rule) -> list[Problem]:
             if col not in columns:
                 add(toml, key, f"column {col!r} is not in the query's result ({', '.join(columns)}); "
                     "return it from query.sql or fix the name")
-        for key, template in (("finding.message", spec.message), ("finding.fix", spec.fix)):
+        for key, template in (("finding.message", spec.message),
+                              *((part[0], part[1]) for part in _fix_parts(rule))):
             for field_name in _fields(template):
                 base, _, attr = field_name.partition(".")
                 base = base.split("[")[0]
@@ -129,13 +144,23 @@ def lint_rule(rule: Rule) -> list[Problem]:
                         add(toml, key, f"placeholder {{{field_name}}}: the query has no column {attr!r}; "
                             f"use {{top.COLUMN}} with one of {', '.join(columns)}")
                 elif base not in _MESSAGE_NAMES and base not in rule.params:
-                    add(toml, key, f"placeholder {{{field_name}}} is unknown; use rows, impact, impact_pct, "
+                    add(toml, key, f"placeholder {{{field_name}}} is unknown; use rows, impact, impact_pct, device_id, "
                         "threshold, observed, group, top.COLUMN or a param name")
         if not rule.judgement and not rule.judge:
             add(toml, "judgement", "missing; add [judgement] or judge.py")
 
     problems += _lint_cases(rule)
     return problems
+
+
+def _fix_parts(rule: Rule) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
+    """(key, text, stacks it is shown on (() = every stack), capabilities it needs) of every part of the fix."""
+    spec = rule.finding
+    parts = [("finding.fix" if not (spec.fix_variants or spec.fix_clauses) else "finding.fix.text", spec.fix, (), ())]
+    parts += [(f"finding.fix.variants.{stack}", text, (stack,), ()) for stack, text in spec.fix_variants]
+    for i, clause in enumerate(spec.fix_clauses):
+        parts.append((f"finding.fix.clauses[{i}]", clause.text, clause.stacks, clause.needs))
+    return parts
 
 
 def _fields(template: str) -> list[str]:

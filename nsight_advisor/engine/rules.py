@@ -19,6 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from nsight_advisor.engine.advice import CAPABILITIES, STACKS, FixClause
 from nsight_advisor.engine.model import IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
 from nsight_advisor.errors import RuleError
 from nsight_advisor.schema.tables import table_names
@@ -80,7 +81,7 @@ class FindingSpec:
     """How firing rows become findings: grouping, impact, evidence, severity, message and fix."""
 
     message: str
-    fix: str
+    fix: str  # the general text (the whole fix when rule.toml gives a plain string)
     impact_column: str = "impact_ns"
     group_by: str = ""
     order_by: str = ""
@@ -96,6 +97,8 @@ class FindingSpec:
     subject_column: str = ""
     # A query column that, when not NULL, sets the finding's severity (the rule's SQL decides it).
     severity_column: str = ""
+    fix_variants: tuple[tuple[str, str], ...] = ()  # (stack, text) replacing the general text on that stack
+    fix_clauses: tuple[FixClause, ...] = ()  # sentences shown only where the GPU and stack can use them
 
 
 @dataclass
@@ -401,7 +404,8 @@ def _load_judgement(raw: dict, path: Path, params: dict[str, Param]) -> Judgemen
 def _load_finding(raw: dict, path: Path) -> FindingSpec:
     t = _Table(raw, path, "finding.")
     message = t.get("message", str, fix="write the finding's message, e.g. '{rows} kernel(s) ... ({observed} < {threshold})'")
-    fix = t.get("fix", str, fix="write what to change, in one or two sentences")
+    fix_raw = t.get("fix", (str, dict), fix="write what to change, in one or two sentences")
+    fix, variants, clauses = (fix_raw, (), ()) if isinstance(fix_raw, str) else _load_fix(fix_raw, path)
     impact_column = t.get("impact_column", str, required=False, default="impact_ns")
     group_by = t.get("group_by", str, required=False, default="")
     order_by = t.get("order_by", str, required=False, default="") or impact_column
@@ -436,7 +440,43 @@ def _load_finding(raw: dict, path: Path) -> FindingSpec:
     return FindingSpec(message=message, fix=fix, impact_column=impact_column, group_by=group_by,
                        order_by=order_by, evidence_columns=evidence, evidence_limit=limit,
                        severity_by_impact_pct=tuple(levels), impact_part=part, impact_causes=causes,
-                       subject_column=subject, severity_column=severity_column)
+                       subject_column=subject, severity_column=severity_column, fix_variants=variants,
+                       fix_clauses=clauses)
+
+
+def _load_fix(raw: dict, path: Path) -> tuple[str, tuple[tuple[str, str], ...], tuple[FixClause, ...]]:
+    """``[finding.fix]``: text (general), variants (per stack) and clauses (per capability and stack)."""
+    t = _Table(raw, path, "finding.fix.")
+    text = t.get("text", str, fix="write the general fix, shown when no variant fits the capture's stack")
+    variants_raw = t.get("variants", dict, required=False, default={})
+    variants = []
+    for stack, value in variants_raw.items():
+        if stack not in STACKS:
+            raise t.fail("variants", f"{stack!r} is not a stack", f"use one of: {', '.join(STACKS)}")
+        if not isinstance(value, str):
+            raise t.fail("variants", f"the {stack} variant is not a string", "write the variant's text in quotes")
+        variants.append((stack, value))
+    clauses = []
+    for i, item in enumerate(t.get("clauses", list, required=False, default=[])):
+        if not isinstance(item, dict):
+            raise t.fail("clauses", f"item {i} is not a table", 'write [[finding.fix.clauses]] text = "..."')
+        c = _Table(item, path, f"finding.fix.clauses[{i}].")
+        ctext = c.get("text", str, fix="write the clause's sentence")
+        needs = c.str_list("needs", required=False)
+        stacks = c.str_list("stacks", required=False)
+        c.reject_unknown()
+        for need in needs:
+            if need not in CAPABILITIES:
+                raise c.fail("needs", f"{need!r} is not a GPU capability", f"use one of: {', '.join(CAPABILITIES)}")
+        for stack in stacks:
+            if stack not in STACKS:
+                raise c.fail("stacks", f"{stack!r} is not a stack", f"use one of: {', '.join(STACKS)}")
+        if not needs and not stacks:
+            raise c.fail("needs", "a clause needs a capability or a stack", "add needs = [...] or stacks = [...], "
+                         "or move the sentence into text")
+        clauses.append(FixClause(ctext, tuple(needs), tuple(stacks)))
+    t.reject_unknown()
+    return text, tuple(variants), tuple(clauses)
 
 
 def _load_docs(raw: dict, path: Path) -> dict[str, str]:

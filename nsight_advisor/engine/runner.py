@@ -21,6 +21,7 @@ import duckdb
 
 from nsight_advisor import sql_params
 from nsight_advisor.catalog import get_principle
+from nsight_advisor.engine import advice
 from nsight_advisor.engine.model import SEVERITIES, Finding, PrincipleRef, severity_rank
 from nsight_advisor.engine.rules import Rule, query_params
 
@@ -284,12 +285,13 @@ def _make_finding(rule: Rule, capture: dict, group: Group) -> Finding:
         capture_id=capture["capture_id"], impact_ns=impact_ns, impact_pct=0.0,
         evidence=[{c: json_value(row.get(c)) for c in spec.evidence_columns} for row in group.rows],
         evidence_columns=list(spec.evidence_columns), evidence_total_rows=group.total_rows,
-        principles=resolve_principles(rule.principles), category=rule.category, observed=json_value(observed),
-        threshold=json_value(threshold), device_id=device_id, claimed_ns=impact_ns,
+        principles=resolve_principles(advice.principles_for(rule, capture)), category=rule.category,
+        observed=json_value(observed), threshold=json_value(threshold), device_id=device_id,
+        claimed_ns=impact_ns,
     )
     finding.internal = {
-        "rule": rule, "rows": group.total_rows, "top": top, "group": group.value, "part": spec.impact_part,
-        "causes": spec.impact_causes,
+        "rule": rule, "capture": capture, "rows": group.total_rows, "top": top, "group": group.value,
+        "part": spec.impact_part, "causes": spec.impact_causes,
         # (subject, claimed ns) per evidence row: what kernel-part findings combine on
         "claims": [(row.get(spec.subject_column), _to_float(row.get(spec.impact_column))) for row in group.rows],
         "severity": top.get(spec.severity_column) if spec.severity_column else None,
@@ -327,7 +329,8 @@ def finalize(finding: Finding, impact_ns: int, impact_pct: float) -> None:
         finding.internal["group"])
     context["device_id"] = finding.device_id
     finding.message = format_message(spec.message, context)
-    finding.fix = format_message(spec.fix, context)
+    # the fix for the capture's stack and GPU (nsight_advisor.engine.advice): never what they cannot use
+    finding.fix = advice.fix_text(rule, finding.internal["capture"], context)
 
 
 def severity_for(rule: Rule, impact_pct: float) -> str:

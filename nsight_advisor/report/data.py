@@ -221,6 +221,9 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
                        "evidence_total_rows": max(int(_num(f.get("evidence_total_rows"))), len(f.get("evidence") or []))})
              for f in ranked[: limits.findings]]
     cap_names = {c.get("capture_id"): c.get("source_name") or c.get("source_path") for c in captures}
+    # A report alone has no wall time: its duration is the sum of the replayed kernels' durations.
+    pct_basis = {c.get("capture_id"): "profiled kernel time" if c.get("tool") == "ncu" else "wall time"
+                 for c in captures}
     for c in summary.get("captures") or []:
         cap_names.setdefault(c.get("capture_id"), c.get("source_name"))
 
@@ -253,6 +256,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "impact_pct": _num(f.get("impact_pct")),
             # 0 means the engine knew no wall time (e.g. an ncu report): say nothing rather than "0.0%".
             "impact_pct_text": fmt_pct(f.get("impact_pct")) if _num(f.get("impact_pct")) > 0 else "",
+            "pct_basis": pct_basis.get(f.get("capture_id"), "wall time"),
             "observed": clip(fmt_value(f.get("observed")), 200),
             "threshold": clip(fmt_value(f.get("threshold")), 200),
             "principles": principles[:10],

@@ -83,6 +83,7 @@ def _capture_view(cap: dict[str, Any]) -> dict[str, Any]:
                   "compute_capability": clip(g.get("compute_capability"), 10), "count": int(g.get("count") or 1)}
                  for g in gpus[:6]],
         "gpus_left_out": max(0, len(gpus) - 6),
+        "program": _program_view(cap),
         "missing": [{"data": clip(m.get("data"), 100), "capture_option": clip(m.get("capture_option"), 160)}
                     for m in (cap.get("missing") or [])[:12]],
         "missing_total": len(cap.get("missing") or []),
@@ -91,6 +92,24 @@ def _capture_view(cap: dict[str, Any]) -> dict[str, Any]:
         "gpu_notes": [clip(n, 300) for n in (cap.get("gpu_notes") or [])[:4]],
         "partition": charts.partition_bars(cap.get("accounting")),
     }
+
+
+_STACK_LABELS = {"pytorch": "PyTorch", "jax": "JAX/XLA", "tensorflow": "TensorFlow", "tensorrt": "TensorRT",
+                 "openacc-openmp": "OpenACC/OpenMP offload", "cuda-fortran": "CUDA Fortran", "julia": "Julia (CUDA.jl)",
+                 "cupy-numba": "CuPy/Numba", "triton": "Triton", "cuda-cpp": "CUDA C/C++"}
+
+
+def _program_view(cap: dict[str, Any]) -> dict[str, Any] | None:
+    """The program's stack (with its evidence) and what its GPUs' tensor cores take, for the header."""
+    program = cap.get("program") or {}
+    stack = program.get("stack")
+    if not stack:
+        return None
+    precisions = [p for p in (program.get("tensor_core_precisions") or []) if isinstance(p, str)]
+    dram = program.get("dram_peak_bytes_per_s")
+    dram_text = f"{dram / 1e9:,.0f} GB/s" if isinstance(dram, (int, float)) and dram > 0 else ""
+    return {"stack": clip(_STACK_LABELS.get(stack, stack), 60), "evidence": clip(program.get("evidence"), 300),
+            "tensor_cores": clip(", ".join(p or "none" for p in precisions), 120), "dram": dram_text}
 
 
 def _captures(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -161,7 +180,7 @@ def _render(result: Any, limits: Limits) -> str:
         headline = f"{total} finding{'s' if total != 1 else ''}"
         if top["impact"]:
             headline += f"; the costliest: {top['title']} ({top['impact']}"
-            headline += f", {top['impact_pct_text']} of wall time)" if top["impact_pct_text"] else ")"
+            headline += f", {top['impact_pct_text']} of {top['pct_basis']})" if top["impact_pct_text"] else ")"
         else:
             headline += f"; first: {top['title']}"
     else:

@@ -69,6 +69,9 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
             facts.append("; ".join(
                 f"{str(g.get('count')) + '× ' if (g.get('count') or 1) > 1 else ''}{md_escape(clip(g.get('name') or 'unknown GPU', 60))}"
                 + (f" ({g.get('sm_count')} SMs)" if g.get("sm_count") else "") for g in gpus[:4]))
+        program = s.get("program") or {}
+        if program.get("stack") and program.get("stack") != "unknown":
+            facts.append(f"program: {md_escape(clip(program.get('stack'), 40))}")
         if s.get("wall_ns") or s.get("duration_ns"):
             facts.append(f"wall {fmt_ns(s.get('wall_ns') or s.get('duration_ns'))}")
         if s.get("gpu_busy_pct") is not None:
@@ -165,7 +168,7 @@ def _finding(f: dict[str, Any]) -> list[str]:
     out = [f"### {f['n']}. {SEVERITY_MARK[f['severity']]}: {md_escape(f['title'])}", ""]
     impact = ""
     if f["impact"]:
-        impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of wall time)." if f["impact_pct_text"] else ".")
+        impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of {f['pct_basis']})." if f["impact_pct_text"] else ".")
     message = md_escape(f["message"])
     if message and impact and not message.endswith((".", "!", "?", ")")):
         message += "."

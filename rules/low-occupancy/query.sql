@@ -1,8 +1,9 @@
 -- Kernels whose theoretical occupancy is low because of their registers or shared memory per block: the limits the
 -- kernel's code sets (a block-count limit with tiny blocks is block-size-not-multiple-of-32's and small-grid's).
 -- Timeline: kernel_launches' occupancy calculation. Nsight Compute: sm__maximum_warps_per_active_cycle_pct and the
--- launch__occupancy_limit_* block limits. GEMM, convolution and attention kernels by name are left out: libraries
--- tune their tiles and trade occupancy for data reuse on purpose.
+-- launch__occupancy_limit_* block limits. Timeline: GEMM, convolution and attention kernels by name are left out
+-- (libraries tune their tiles and trade occupancy for data reuse on purpose); Nsight Compute: tensor-core kernels
+-- by their counters (ncu_kernel_classes), whatever their names.
 with timeline as (
     select
         'nsys' as source,
@@ -62,7 +63,9 @@ profiled as (
     from ncu_kernel_classes c
     join ncu_occ o on o.kernel_id = c.kernel_id
     where c.capture_id = $capture_id and o.theoretical_occupancy_pct is not null
-      and c.category not in ('gemm_conv', 'attention', 'communication')
+      -- Counters decide here, not names: only kernels whose tensor pipe is busy (tuned library GEMMs and attention
+      -- that trade occupancy for reuse on purpose) and communication kernels are left out.
+      and c.category <> 'communication' and c.math_path is distinct from 'tensor_core'
     group by c.name, c.short_name, c.threads_per_block, c.registers_per_thread, c.shared_mem_bytes
 )
 select

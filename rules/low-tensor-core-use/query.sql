@@ -1,6 +1,7 @@
 -- GEMM/convolution kernels that run on the SIMT FMA pipes instead of tensor cores.
--- Timeline: the kernel name must say so (kernel_classes.math_path = 'simt'). Nsight Compute: the name says so, or
--- a GEMM/convolution-named kernel shows the tensor pipe idle while the FMA pipe is busy. One row per kernel name,
+-- Timeline: the kernel name must say so (kernel_classes.math_path = 'simt'). Nsight Compute: the counters say so
+-- (ncu_kernel_classes: FMA pipe the busiest, else the name), or a GEMM/convolution-named kernel shows the tensor pipe
+-- idle while the FMA pipe is busy; class_basis says which. One row per kernel name,
 -- with its share of the capture's kernel time (the judgement), the share all such kernels take together, and its
 -- recoverable time.
 with timeline_total as (
@@ -35,7 +36,8 @@ timeline as (
         null::double as tensor_pipe_pct,
         null::double as fma_pipe_pct,
         any_value(g.peak_fp32_flops_per_s) as peak_simt_flops_per_s,
-        any_value(coalesce(g.peak_fp16_tensor_flops_per_s, g.peak_tf32_tensor_flops_per_s)) as peak_tensor_flops_per_s
+        any_value(coalesce(g.peak_fp16_tensor_flops_per_s, g.peak_tf32_tensor_flops_per_s)) as peak_tensor_flops_per_s,
+        'name' as class_basis
     from per_name c
     left join gpus g on g.capture_id = c.capture_id and g.device_id = c.device_id
     where c.category = 'gemm_conv' and c.math_path = 'simt'
@@ -83,12 +85,16 @@ profiled as (
         max(p.tensor_pipe_pct) as tensor_pipe_pct,
         max(p.fma_pipe_pct) as fma_pipe_pct,
         any_value(g.peak_simt_flops_per_s) as peak_simt_flops_per_s,
-        any_value(g.peak_tensor_flops_per_s) as peak_tensor_flops_per_s
+        any_value(g.peak_tensor_flops_per_s) as peak_tensor_flops_per_s,
+        any_value(c.class_basis) as class_basis
     from ncu_kernel_classes c
     left join ncu_pipes p on p.kernel_id = c.kernel_id
     left join ncu_gpus g on g.name = c.device_name
     where c.capture_id = $capture_id and isfinite(c.duration_ns)
       and c.category in ('gemm_conv', 'other')
+      -- A GEMM classed by its counters must keep the FMA pipe busy: one limited by memory access (esmm's naive
+      -- 'basic' at 4% FMA, 99% L1) gains nothing from tensor cores until its access is fixed.
+      and (c.class_basis not like 'counters%' or p.fma_pipe_pct >= $min_fma_pipe_pct)
       and (c.math_path = 'simt'
            or (c.category = 'gemm_conv' and c.math_path = 'unknown'
                and p.tensor_pipe_pct <= $max_tensor_pipe_pct and p.fma_pipe_pct >= $min_fma_pipe_pct))
@@ -114,6 +120,7 @@ shares as (
 select
     short_name,
     source,
+    class_basis,
     precision,
     launches,
     duration_ns,

@@ -18,7 +18,13 @@ timeline as (
         launches,
         duration_ns,
         null::double as dram_pct,
-        null::double as sm_pct
+        null::double as sm_pct,
+        null::bigint as roofline_ns,
+        -- Estimate: the timeline has no byte counts. Fusing a memory-limited kernel into its producer or consumer,
+        -- or 16-bit instead of 32-bit data, removes about bytes_saved_fraction of its bytes and so of its time.
+        cast(duration_ns * $bytes_saved_fraction as bigint) as impact_ns,
+        'name' as class_basis,
+        'estimate: ' || cast(round(100 * $bytes_saved_fraction) as integer) || '% of the time (class from the name, no byte counts)' as impact_basis
     from (
         select
             k.name,
@@ -35,18 +41,25 @@ timeline as (
     )
     where category in ('elementwise', 'reduction_norm', 'copy')
 ),
-ncu_sol as (
-    select
-        m.kernel_id,
-        max(m.value) filter (where m.metric in ('gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed',
-                                               'dram__throughput.avg.pct_of_peak_sustained_elapsed')) as dram_pct,
-        max(m.value) filter (where m.metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed') as sm_pct
-    from ncu_metrics m
-    where m.capture_id = $capture_id and isfinite(m.value)
-    group by m.kernel_id
-),
+-- Nsight Compute: the kernel's DRAM bytes against the GPU's achievable DRAM bandwidth. The time those bytes take at
+-- achievable_dram_pct of the peak is the kernel's roofline time; the time above it is what better access could win
+-- back. A kernel at the roofline gets (almost) no impact: only moving fewer bytes can help it, and how many fewer
+-- is not in the capture.
 ncu_total as (
     select sum(duration_ns) as total_ns from ncu_kernels where capture_id = $capture_id and isfinite(duration_ns)
+),
+ncu_roof as (
+    select
+        s.kernel_id,
+        s.dram_throughput_pct as dram_pct,
+        s.sm_throughput_pct as sm_pct,
+        s.duration_ns,
+        -- bytes / (peak x achievable share), else the throughput share of the duration (the same when both exist)
+        coalesce(s.dram_bytes / nullif(s.peak_dram_bytes_per_s * $achievable_dram_pct / 100.0, 0) * 1e9,
+                 s.duration_ns * s.dram_throughput_pct / $achievable_dram_pct) as roofline_ns
+    from ncu_kernel_summary s
+    where s.capture_id = $capture_id and isfinite(s.duration_ns)
+      and s.dram_throughput_pct >= $min_dram_pct and s.dram_throughput_pct - coalesce(s.sm_throughput_pct, 0) >= $min_dram_over_sm_pct
 ),
 profiled as (
     select
@@ -56,13 +69,16 @@ profiled as (
         c.category,
         c.precision,
         count(*) as launches,
-        cast(sum(c.duration_ns) as bigint) as duration_ns,
-        max(s.dram_pct) as dram_pct,
-        max(s.sm_pct) as sm_pct
+        cast(sum(r.duration_ns) as bigint) as duration_ns,
+        max(r.dram_pct) as dram_pct,
+        max(r.sm_pct) as sm_pct,
+        cast(sum(least(r.roofline_ns, r.duration_ns)) as bigint) as roofline_ns,
+        cast(sum(greatest(r.duration_ns - r.roofline_ns, 0)) as bigint) as impact_ns,
+        any_value(c.class_basis) as class_basis,
+        'roofline: Nsight Compute DRAM bytes at ' || $achievable_dram_pct || '% of peak' as impact_basis
     from ncu_kernel_classes c
-    join ncu_sol s on s.kernel_id = c.kernel_id
-    where c.capture_id = $capture_id and isfinite(c.duration_ns)
-      and s.dram_pct >= $min_dram_pct and s.dram_pct - coalesce(s.sm_pct, 0) >= $min_dram_over_sm_pct
+    join ncu_roof r on r.kernel_id = c.kernel_id
+    where c.capture_id = $capture_id
     group by c.name, c.short_name, c.category, c.precision
 ),
 rows_ as (
@@ -74,15 +90,23 @@ select
     short_name,
     source,
     category,
+    class_basis,
     precision,
     launches,
     duration_ns,
+    case source when 'ncu' then 'profiled kernel time' else 'kernel time' end as share_of,
     round(100.0 * duration_ns / nullif(total_ns, 0), 2) as kernel_share_pct,
     round(100.0 * sum(duration_ns) over (partition by source) / nullif(total_ns, 0), 2) as memory_bound_share_pct,
     round(dram_pct, 1) as dram_pct,
     round(sm_pct, 1) as sm_pct,
-    -- Halving the bytes a memory-bound kernel moves (fusing it into its neighbour, or 16-bit instead of 32-bit
-    -- data) halves its time.
-    cast(duration_ns * $bytes_saved_fraction as bigint) as impact_ns,
+    roofline_ns,
+    impact_ns,
+    round(100.0 * impact_ns / nullif(duration_ns, 0), 1) as impact_share_pct,
+    impact_basis,
+    case
+        when source = 'nsys' then 'memory-limited by its class: fuse it or move narrower data'
+        when dram_pct >= $near_roofline_pct then 'at ' || round(dram_pct) || '% of DRAM peak: only moving fewer bytes helps'
+        else 'at ' || round(dram_pct) || '% of DRAM peak: access pattern or parallelism limit it below the roofline'
+    end as verdict,
     name
 from rows_

@@ -1,4 +1,7 @@
 -- Derived views run in file-name order: 05_kernels.sql and 06_nvtx_ranges.sql (the kernels and nvtx_ranges
 -- tables: rows with their names),
 -- 10_kernel_classes.sql (kernel categories and math paths, used by the timeline rules and the report),
--- 20_ncu_derived.sql (roofline numbers per profiled kernel), and so on.
+-- 15_program.sql (the program's stack and the GPUs' capabilities, which choose the fix text),
+-- 20_ncu_derived.sql (roofline numbers per profiled kernel), 22_ncu_kernel_classes.sql (profiled kernels' classes
+-- from counters), 24_ncu_efficiency.sql (issue, stalls, divergence, access pattern, bank conflicts, local memory,
+-- Nsight Compute's own verdicts per profiled kernel), and so on.

@@ -86,15 +86,6 @@ select k.*, n.category, n.math_path, n.precision
 from kernels k
 left join names n on n.name is not distinct from k.name and n.short_name is not distinct from k.short_name;
 
--- One row per profiled Nsight Compute kernel, with its class.
-create or replace view ncu_kernel_classes as
-select
-    k.*,
-    na_kernel_category(k.name, k.short_name) as category,
-    na_math_path(k.name) as math_path,
-    na_precision(k.name) as precision
-from ncu_kernels k;
-
 -- One row per timeline kernel joined with its GPU: blocks per SM, theoretical resident blocks per SM (from the
 -- registers, shared memory, warps and block limits the capture records), waves and the last wave's fill.
 -- Register allocation is rounded to 256 registers per warp and shared memory to 128 bytes, plus the 1 KiB the

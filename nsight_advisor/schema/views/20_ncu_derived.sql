@@ -251,10 +251,12 @@ totals AS (
     GROUP BY capture_id
 ),
 timeline AS (
+    -- only kernels a report profiled (by name or base name) are grouped: a store without reports costs nothing
     SELECT capture_id, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z,
            count(*) AS launches, sum(duration_ns) AS total_ns, median(duration_ns) AS median_ns
     FROM kernels
     WHERE capture_id IN (SELECT capture_id FROM nsys_caps)
+      AND (name IN (SELECT name FROM ncu_kernels) OR short_name IN (SELECT short_name FROM ncu_kernels))
     GROUP BY ALL
 ),
 pairs AS (
