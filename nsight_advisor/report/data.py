@@ -165,12 +165,27 @@ def _num(value: Any) -> float:
 
 
 def rank_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Findings by impact: time recoverable first, then severity, then rule id (stable for equal keys)."""
+    """Findings as the engine ranks them: severity first (a rule may keep one-time costs at info), then time
+    recoverable, then rule id (stable for equal keys)."""
     return sorted(
         findings,
-        key=lambda f: (-_num(f.get("impact_ns")), -SEVERITY_ORDER.get(str(f.get("severity")), 0),
+        key=lambda f: (-SEVERITY_ORDER.get(str(f.get("severity")), 0), -_num(f.get("impact_ns")),
                        str(f.get("rule_id", "")), str(f.get("title", ""))),
     )
+
+
+def pct_basis(finding: Mapping[str, Any], capture_tool: str | None) -> str:
+    """What a finding's impact_pct is a share of, in words: 'the analysis window of GPU 0', 'the capture',
+    'profiled kernel time' (docs/impact.md)."""
+    basis = finding.get("impact_basis")
+    if basis == "analysis window":
+        device = finding.get("device_id")
+        return "the analysis window" + (f" of GPU {device}" if device is not None else "")
+    if basis == "capture":
+        return "the capture"
+    if basis == "profiled kernel time" or capture_tool == "ncu":
+        return "profiled kernel time"
+    return "wall time"  # an analysis written before findings named their basis
 
 
 def evidence_table(finding: Mapping[str, Any], limits: Limits) -> dict[str, Any]:
@@ -221,9 +236,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
                        "evidence_total_rows": max(int(_num(f.get("evidence_total_rows"))), len(f.get("evidence") or []))})
              for f in ranked[: limits.findings]]
     cap_names = {c.get("capture_id"): c.get("source_name") or c.get("source_path") for c in captures}
-    # A report alone has no wall time: its duration is the sum of the replayed kernels' durations.
-    pct_basis = {c.get("capture_id"): "profiled kernel time" if c.get("tool") == "ncu" else "wall time"
-                 for c in captures}
+    tools = {c.get("capture_id"): c.get("tool") for c in captures}
     for c in summary.get("captures") or []:
         cap_names.setdefault(c.get("capture_id"), c.get("source_name"))
 
@@ -256,7 +269,8 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "impact_pct": _num(f.get("impact_pct")),
             # 0 means the engine knew no wall time (e.g. an ncu report): say nothing rather than "0.0%".
             "impact_pct_text": fmt_pct(f.get("impact_pct")) if _num(f.get("impact_pct")) > 0 else "",
-            "pct_basis": pct_basis.get(f.get("capture_id"), "wall time"),
+            "pct_basis": pct_basis(f, tools.get(f.get("capture_id"))),
+            "device_id": f.get("device_id"),
             "observed": clip(fmt_value(f.get("observed")), 200),
             "threshold": clip(fmt_value(f.get("threshold")), 200),
             "principles": principles[:10],

@@ -84,10 +84,11 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
     out.append("")
     out.extend(_combined(r["summary"].get("combined")))
     if r["findings"]:
-        out.append("| severity | finding | impact | of wall | rule |")
+        out.append("| severity | finding | impact | share | rule |")
         out.append("|---|---|--:|--:|---|")
         for f in r["findings"]:
-            out.append(f"| {SEVERITY_MARK[f['severity']]} | {md_escape(f['title'])} | {f['impact'] or '–'} | "
+            where = f" (GPU {f['device_id']})" if isinstance(f.get("device_id"), int) else ""
+            out.append(f"| {SEVERITY_MARK[f['severity']]} | {md_escape(f['title'])}{where} | {f['impact'] or '–'} | "
                        f"{f['impact_pct_text'] or '–'} | `{md_code(f['rule_id'])}` {md_escape(f['rule_name'])} |")
         if r["findings_left_out"]:
             out.append("")
