@@ -36,6 +36,7 @@ class _Group(click.Group):
 
     def main(self, *args, **kwargs):  # noqa: D102 - click API
         kwargs.setdefault("standalone_mode", False)
+        _exit_on_sigterm()
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
@@ -52,23 +53,81 @@ class _Group(click.Group):
         except NsightAdvisorError as exc:
             click.echo(f"nsight-advisor: {_one_line(_escape_args(str(exc)))}", err=True)
             sys.exit(EXIT_BAD_INPUT)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             click.echo("nsight-advisor: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(143 if isinstance(exc, _Terminated) else 130)
         except BrokenPipeError:
             sys.exit(EXIT_OK)
         except OSError as exc:
+            full = _disk_full(exc)
+            if full is not None:
+                click.echo(f"nsight-advisor: {_one_line(_escape_args(full))}", err=True)
+                sys.exit(EXIT_BAD_INPUT)
             if exc.filename is None:
                 _internal_error(exc)
             # The file system refused (a file where a folder must be, no space, no permission): the user's to fix.
             problem = exc.strerror or type(exc).__name__
             if isinstance(exc, (FileExistsError, NotADirectoryError)):
                 problem = "a file of that name is in the way of a folder"
-            click.echo(f"nsight-advisor: {_one_line(_escape_args(f'{exc.filename}: {problem}'))}", err=True)
+            where = _user_path(os.fsdecode(exc.filename))
+            click.echo(f"nsight-advisor: {_one_line(_escape_args(f'{where}: {problem}'))}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: keep the details, show one line
+            if _is_interrupt(exc):
+                click.echo("nsight-advisor: interrupted", err=True)
+                sys.exit(130)
+            full = _disk_full(exc)
+            if full is not None:
+                click.echo(f"nsight-advisor: {_one_line(_escape_args(full))}", err=True)
+                sys.exit(EXIT_BAD_INPUT)
             _internal_error(exc)
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Python next runs so that ``finally`` blocks and atexit still clean up."""
+
+
+def _user_path(path: str) -> str:
+    """A temporary file's path as the user knows it: the folder its run folder is in (see run_folder)."""
+    from nsight_advisor.run_folder import PREFIX
+
+    marker = f"{os.sep}{PREFIX}"
+    return path.split(marker, 1)[0] if marker in path else path
+
+
+def _disk_full(exc: BaseException) -> str | None:
+    """'FOLDER: no space left on device' when a write (DuckDB's included) ran out of space, else None."""
+    import errno
+    import re
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{_user_path(os.fsdecode(exc.filename or '?'))}: no space left on device"
+    text = str(exc)
+    if "No space left on device" not in text and "Disk quota exceeded" not in text:
+        return None
+    m = re.search(r'"([^"]+)"', text)
+    where = _user_path(m.group(1)) if m else "the store's folder"
+    return f"{where}: no space left on device (free some space, or point NSIGHT_ADVISOR_CACHE / --store elsewhere)"
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM ends the run like Ctrl-C (exit 143): cleanup runs, temporary files go (see run_folder)."""
+    import signal
+
+    def stop(signum, frame):
+        raise _Terminated
+
+    with contextlib.suppress(ValueError, OSError):  # not the main thread (a caller embedding the CLI)
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, stop)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """DuckDB turns Ctrl-C during a query into its own InterruptException: that is the user's Ctrl-C too."""
+    duckdb = sys.modules.get("duckdb")
+    interrupt = getattr(duckdb, "InterruptException", None) if duckdb is not None else None
+    return interrupt is not None and isinstance(exc, interrupt)
 
 
 def _internal_error(exc: BaseException) -> None:
@@ -164,6 +223,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     from nsight_advisor import workflow
 
     fmt = fmt or workflow.format_from_suffix(output)
+    workflow.refuse_inputs_as_output(output, [*captures, store_path])
     result = workflow.analyze(
         captures,
         rules_dirs=rules_dirs,

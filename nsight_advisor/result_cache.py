@@ -61,11 +61,19 @@ def result_key(store: Path, capture_ids: Sequence[int], *, rules_dirs: Iterable[
 
 
 def _files(folder: Path) -> list[os.DirEntry]:
+    """Every file under ``folder``, symlinked folders followed once each: a folder linking to itself (or to
+    one above it) is a cycle, and walking it again would never end."""
     out: list[os.DirEntry] = []
     stack = [str(folder)]
+    seen: set[str] = set()
     while stack:
+        current = stack.pop()
+        real = os.path.realpath(current)
+        if real in seen:
+            continue
+        seen.add(real)
         try:
-            with os.scandir(stack.pop()) as it:
+            with os.scandir(current) as it:
                 for entry in it:
                     if entry.is_dir(follow_symlinks=True):
                         if entry.name != "__pycache__" and not entry.name.startswith("."):

@@ -92,7 +92,7 @@ def test_corpus_size_and_coverage():
     assert len(ids) == len(set(ids))
     for kind, cases in REQUIRED_KINDS.items():
         assert set(cases) <= set(ids), f"{kind}: {set(cases) - set(ids)} missing from the corpus"
-    assert {c.expect for c in corpus.CASES} <= {"rejected", "analyzed", "either"}
+    assert {c.expect for c in corpus.CASES} <= {"rejected", "analyzed", "either", "interrupted"}
 
 
 def test_corpus_builders_are_deterministic(tmp_path):
