@@ -75,7 +75,7 @@ class _Group(click.Group):
         except Exception as exc:  # a bug: keep the details, show one line
             if _is_interrupt(exc):
                 click.echo("nsight-advisor: interrupted", err=True)
-                sys.exit(130)
+                sys.exit(143 if 15 in _signals_seen else 130)
             full = _disk_full(exc)
             if full is not None:
                 click.echo(f"nsight-advisor: {_one_line(_escape_args(full))}", err=True)
@@ -111,23 +111,33 @@ def _disk_full(exc: BaseException) -> str | None:
     return f"{where}: no space left on device (free some space, or point NSIGHT_ADVISOR_CACHE / --store elsewhere)"
 
 
+_signals_seen: list[int] = []
+
+
 def _exit_on_sigterm() -> None:
-    """SIGTERM ends the run like Ctrl-C (exit 143): cleanup runs, temporary files go (see run_folder)."""
+    """SIGTERM ends the run like Ctrl-C (exit 143): cleanup runs, temporary files go (see run_folder). Both
+    signals are remembered, because DuckDB turns one that arrives mid-query into an error of its own."""
     import signal
 
     def stop(signum, frame):
-        raise _Terminated
+        _signals_seen.append(signum)
+        raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
     with contextlib.suppress(ValueError, OSError):  # not the main thread (a caller embedding the CLI)
         if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, stop)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, stop)
 
 
 def _is_interrupt(exc: BaseException) -> bool:
-    """DuckDB turns Ctrl-C during a query into its own InterruptException: that is the user's Ctrl-C too."""
+    """DuckDB turns Ctrl-C during a query into its own error (InterruptException, or a RuntimeError 'Query
+    interrupted'): after a signal, that is the user's interrupt, not a bug."""
     duckdb = sys.modules.get("duckdb")
     interrupt = getattr(duckdb, "InterruptException", None) if duckdb is not None else None
-    return interrupt is not None and isinstance(exc, interrupt)
+    if interrupt is not None and isinstance(exc, interrupt):
+        return True
+    return bool(_signals_seen) and "interrupt" in str(exc).lower()
 
 
 def _internal_error(exc: BaseException) -> None:

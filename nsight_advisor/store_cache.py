@@ -54,8 +54,8 @@ def cache_key(paths: Sequence[Path]) -> str:
     state = hashlib.sha256(f"schema={SCHEMA_VERSION}|views={_views_digest()}".encode())
     for p in paths:
         st = p.stat()
-        names.update(f"|{p}".encode())
-        state.update(f"|{p}|{st.st_size}|{st.st_mtime_ns}".encode())
+        names.update(b"|" + os.fsencode(p))  # fsencode: a file name need not be UTF-8
+        state.update(b"|" + os.fsencode(p) + f"|{st.st_size}|{st.st_mtime_ns}".encode())
     return f"{names.hexdigest()[:16]}-{state.hexdigest()[:16]}"
 
 

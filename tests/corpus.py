@@ -1859,12 +1859,12 @@ CASES: tuple[Case, ...] = (
     Case("path-non-utf8-name", "input-at-fault", "a real export whose file name holds bytes that are not UTF-8",
          b_non_utf8_name, "analyzed", sources=(MOCK,), also=("info",)),
     Case("interrupt-sigint", "input-at-fault", "Ctrl-C (SIGINT) while a rule query runs", b_interrupt(2),
-         "interrupted", sources=(MOCK,), store_may_remain=True),
+         "interrupted", sources=(MOCK,), store_may_remain=True, timeout_s=60),
     Case("report-disk-full", "input-at-fault", "-o /dev/full: the report's disk is full", b_output_disk_full,
-         "rejected", sources=(MOCK,)),
+         "rejected", sources=(MOCK,), store_may_remain=True),
     # round two -- lifecycle
     Case("interrupt-sigterm", "lifecycle", "SIGTERM while a rule query runs: temporary files removed",
-         b_interrupt(15), "interrupted", sources=(MOCK,), store_may_remain=True),
+         b_interrupt(15), "interrupted", sources=(MOCK,), store_may_remain=True, timeout_s=60),
     Case("output-long-name", "lifecycle", "a 250-character -o file name", b_output_long_name, "analyzed",
          sources=(MOCK,)),
     Case("store-long-name", "lifecycle", "a 240-character --store file name", b_store_long_name, "analyzed",
@@ -1893,6 +1893,9 @@ def _cli(args: list[str], workdir: Path, *, timeout_s: int, env: dict[str, str] 
     for sub in ("cache", "xdg-cache", "tmp", "cwd"):
         (workdir / sub).mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "nsight_advisor", *args]
+    if interrupt is not None:  # a background test run may ignore SIGINT, and a child inherits that: undo it
+        argv[1:3] = ["-c", "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                           "runpy.run_module('nsight_advisor', run_name='__main__')"]
     full_env = _env(workdir)
     full_env.update({k: v.replace("{workdir}", str(workdir)) for k, v in (env or {}).items()})
     started = time.monotonic()

@@ -154,11 +154,16 @@ def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int)
         columns = [d[0] for d in cur.description]
         rows = cur.fetchmany(max_rows)
     except duckdb.InterruptException:
+        if time.monotonic() - started < time_limit_s:  # not our timer: the user's Ctrl-C stops the whole run
+            raise KeyboardInterrupt from None
         raise RuleRunError(f"query stopped after the time limit of {time_limit_s:g} s") from None
     except duckdb.Error as exc:
         if time.monotonic() - started >= time_limit_s and "interrupt" in str(exc).lower():
             raise RuleRunError(f"query stopped after the time limit of {time_limit_s:g} s") from None
         raise RuleRunError(f"query failed: {_first_lines(exc)}") from None
+    except BaseException:  # SIGTERM or Ctrl-C while the query runs: stop it, or closing the cursor waits for it
+        cur.interrupt()
+        raise
     finally:
         timer.cancel()
         timer.join()

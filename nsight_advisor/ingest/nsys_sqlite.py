@@ -283,7 +283,9 @@ def read_catalog(path: Path, *, read_from: Path | None = None) -> ExportCatalog:
         for enum, rows in E.BUILTIN_ENUMS.items():
             table = next((t for t in (enum, *E.ENUM_ALIASES.get(enum, ())) if cat.has(t, "id")), None)
             if table is not None and cat.has(table, "name") and cat.has(table, "label"):
-                cat.enums[enum] = {int(i): (n, lab) for i, n, lab in src.execute(f"SELECT id, name, label FROM {table}")}
+                # rows whose id is no integer (text, NULL: an edited export) cannot be looked up: left out
+                cat.enums[enum] = {int(i): (n, lab) for i, n, lab in src.execute(
+                    f"SELECT id, name, label FROM {table} WHERE typeof(id) = 'integer'")}
             else:
                 cat.enums[enum] = {i: (n, lab) for i, n, lab in rows}
     except sqlite3.DatabaseError as exc:
@@ -822,7 +824,7 @@ class _Ingest:
         start, end = (min(starts) if starts else None), (max(ends) if ends else None)
         st = path.stat()
         self.sql("INSERT INTO captures VALUES (?, ?, ?, ?, ?, 'nsys-sqlite', 'nsys', ?, ?, ?, ?, ?, ?)", [
-            self.cid, str(path.resolve()), path.name, st.st_size, st.st_mtime_ns, self.cat.tool_version,
+            self.cid, os.fsencode(path.resolve()).decode("utf-8", "backslashreplace"), path.name, st.st_size, st.st_mtime_ns, self.cat.tool_version,
             self.cat.schema_version, start, end, (end - start) if start is not None and end is not None else None,
             _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),
         ])
@@ -989,7 +991,7 @@ def _sql_str(text: str) -> str:
 def _uri_path(path: Path) -> str:
     from urllib.parse import quote
 
-    return quote(str(Path(path).resolve()), safe="/")
+    return quote(os.fsencode(Path(path).resolve()), safe="/")  # bytes: a name need not be UTF-8
 
 
 def _first_line(exc: BaseException) -> str:
