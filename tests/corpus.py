@@ -1347,6 +1347,38 @@ def b_capture_replaced(folder: Path) -> Setup:
     return setup
 
 
+def b_lock_held(folder: Path) -> Setup:
+    """Another (stopped) process holds the lock of the store this run needs: the run says what it waits for and
+    gives up after NSIGHT_ADVISOR_LOCK_WAIT_S (2 s here)."""
+    import fcntl
+
+    capture = _copy(MOCK, folder)
+    workdir = folder.parent
+    env = _env(workdir)
+    where = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from nsight_advisor.store_cache "
+                            "import cached_store_path; print(cached_store_path([Path(sys.argv[1]).resolve()]))",
+                            str(capture)], env=env, capture_output=True, text=True, timeout=60)
+    if where.returncode != 0:
+        raise Unavailable(f"cannot compute the cache path: {where.stderr.strip()[-200:]}")
+    lock = Path(where.stdout.strip() + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, str(os.getpid()).encode())
+
+    def after(run: Run) -> list[str]:
+        os.close(fd)
+        lock.unlink(missing_ok=True)
+        return []
+
+    setup = _setup(capture, error_words=["building"])
+    setup.names = [capture.name, lock.name.split(".")[0]]
+    setup.env = {"NSIGHT_ADVISOR_LOCK_WAIT_S": "2"}
+    setup.cached_first = True
+    setup.after = after
+    return setup
+
+
 def b_interrupt(signum: int) -> Callable[[Path], Setup]:
     """A signal while a rule query runs (a query that would run for minutes): the run stops at once, cleanly."""
     import signal
@@ -1865,6 +1897,8 @@ CASES: tuple[Case, ...] = (
     # round two -- lifecycle
     Case("interrupt-sigterm", "lifecycle", "SIGTERM while a rule query runs: temporary files removed",
          b_interrupt(15), "interrupted", sources=(MOCK,), store_may_remain=True, timeout_s=60),
+    Case("lock-held-by-stopped-process", "lifecycle", "another process holds the store's lock and never lets go",
+         b_lock_held, "rejected", sources=(MOCK,), timeout_s=60),
     Case("output-long-name", "lifecycle", "a 250-character -o file name", b_output_long_name, "analyzed",
          sources=(MOCK,)),
     Case("store-long-name", "lifecycle", "a 240-character --store file name", b_store_long_name, "analyzed",
@@ -1992,7 +2026,8 @@ def _classify(inv: Invocation) -> str:
 
 def _check_error_line(inv: Invocation, setup: Setup, label: str) -> list[str]:
     problems = []
-    text = inv.stderr.strip()
+    # a run that waited for a lock said so first: the rejection is the line after that notice
+    text = "\n".join(ln for ln in inv.stderr.strip().splitlines() if not ln.startswith("nsight-advisor: waiting for"))
     lines = text.splitlines()
     if "Traceback" in inv.stderr or "Traceback" in inv.stdout:
         problems.append(f"{label}: traceback printed")
