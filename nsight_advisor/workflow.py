@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import os
@@ -34,8 +35,16 @@ __all__ = ["cache_dir", "cache_key", "check_input_path", "ingest_to_store", "loa
 
 def check_input_path(path: Path) -> Path:
     """Resolve ``path`` or raise InputError naming what is wrong with it."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{path}: a loop of symbolic links, no file at the end of it") from None
+        if os.path.islink(path):
+            raise InputError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist") from None
+        if not isinstance(exc, FileNotFoundError):
+            raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        raise InputError(f"{path}: no such file") from None
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a capture file")
     if not path.is_file():  # a pipe or device: reading it could block forever
@@ -398,15 +407,23 @@ def info(path: Path, fmt: str = "text") -> str:
         desc = describe(con, ids)
     finally:
         con.close()
-    return json.dumps(desc, indent=2, default=str) if fmt == "json" else format_description(desc)
+    from nsight_advisor.control_chars import strip_controls
+
+    return json.dumps(desc, indent=2, default=str) if fmt == "json" else strip_controls(format_description(desc))
 
 
 def query(source: Path, sql: str, fmt: str = "table") -> str:
     """Run read-only SQL over a store or capture; returns text in ``fmt`` (table, csv or json)."""
     import duckdb
 
+    from nsight_advisor.engine.runner import disable_external_access
+
     con, _ = load([source])
     try:
+        # The user's SQL reads the store and nothing else, as a rule's does: no files (COPY TO, read_csv),
+        # no ATTACH, no extension installed or loaded; the configuration is locked so no SET undoes that.
+        disable_external_access(con)
+        con.execute("SET lock_configuration = true")
         try:
             rel = con.sql(sql)
         except duckdb.Error as exc:
@@ -432,7 +449,9 @@ def format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows(rows)
-        return buf.getvalue()
+        from nsight_advisor.control_chars import strip_controls
+
+        return strip_controls(buf.getvalue())
     # control characters from a capture (terminal escapes in kernel names) are shown escaped, never sent raw
     cells = [columns] + [["NULL" if v is None else _printable(str(v)) for v in r] for r in rows]
     widths = [min(60, max(len(row[i]) for row in cells)) for i in range(len(columns))]

@@ -86,6 +86,8 @@ class Setup:
     cached_first: bool = False  # the first run reuses the cache (no --no-cache): a damaged cache entry is met
     interrupt: tuple[int, float] | None = None  # (signal, seconds): sent to the run; expected exit 128 + signal
     after: Callable[["Run"], list[str]] | None = None  # runs after the CLI (unblocks readers, restores files)
+    close_stdout: bool = False  # the CLI starts with its stdout closed (and no -o: the report goes to stdout)
+    extra_calls: list[tuple[list[str], str]] = field(default_factory=list)  # (argv, "rejected"/"analyzed") run after
 
 
 @dataclass(frozen=True)
@@ -1393,6 +1395,125 @@ def b_interrupt(signum: int) -> Callable[[Path], Setup]:
     return build
 
 
+# -- smaller promises
+
+
+def b_controls_in_strings(folder: Path) -> Setup:
+    """Terminal escapes (OSC title, CSI clear, a raw ESC, C1 CSI, a bidi override) in kernel and API names."""
+    path = _copy(MOCK, folder, "capture.sqlite")
+    evil = "k\x1b]0;owned\x07\x1b[2J\x1b[31mred\x9b2J\u202egnp.exe\rhidden"
+
+    def fn(con):
+        for sid in _kernel_string_ids(con):
+            con.execute("update StringIds set value = ? || value where id = ?", (evil, sid))
+
+    _with_con(path, fn)
+    return _setup(path)
+
+
+def check_no_controls(run: Run) -> list[str]:
+    """No control character (bar tab and newline) in any text report or anything a command printed."""
+    bad = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    problems = [f"{' '.join(inv.argv[3:4]) or 'a command'} printed a control character"
+                for inv in run.calls if bad.search(inv.stdout) or bad.search(inv.stderr)]
+    for fmt in ("md", "html"):
+        path = run.outputs.get(fmt)
+        if path is not None and path.is_file() and bad.search(path.read_text(encoding="utf-8", errors="replace")):
+            problems.append(f"the {fmt} report holds a control character")
+    return problems
+
+
+def b_query_escape(sql: str, *, home: bool = False) -> Callable[[Path], Setup]:
+    """`query` with SQL that would write a file or install an extension: refused, nothing written."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder)
+        target = folder.parent / "written-by-query.csv"
+        setup = _setup(capture)
+        setup.forbidden = [target, folder.parent / "home" / ".duckdb"]
+        setup.env = {"HOME": "{workdir}/home"}
+        (folder.parent / "home").mkdir(exist_ok=True)
+        setup.names = [capture.name, "query failed"]
+        setup.extra_calls = [(["query", str(capture), sql.format(target=target)], "rejected")]
+        return setup
+
+    return build
+
+
+def b_rules_template(message: str, *, secret: str = "") -> Callable[[Path], Setup]:
+    """A rule whose message template reaches for Python objects or asks for a gigantic width."""
+    def build(folder: Path) -> Setup:
+        toml = _PROBE_TOML.format(extra_top="", default="0.0").replace('message = "{rows} row(s) fired"',
+                                                                       f"message = {json.dumps(message)}")
+        assert message in toml
+        rules = _rule_folder(folder, toml=toml, sql="select 'row' as name, 1.0 as value, 5 as impact_ns\n")
+        setup = _rules_setup(folder, rules, names=["robustness-probe", "NA990"], secrets=[secret] if secret else [])
+        if secret:
+            setup.env = {"NSA_TEST_SECRET": secret}
+        return setup
+
+    return build
+
+
+def b_rules_judge_not_imported(folder: Path) -> Setup:
+    """A rule folder whose judge.py writes a file when imported: `rules list` and an analyze that does not
+    select the rule must not import it."""
+    rules = _rule_folder(folder)
+    marker = folder.parent / "judge-was-imported"
+    (rules / "robustness-probe" / "judge.py").write_text(
+        f"open({str(marker)!r}, 'w').write('imported')\n\ndef judge(row, params):\n    return True\n")
+    setup = _rules_setup(folder, rules)
+    setup.args += ["--select", "NA101"]
+    setup.forbidden = [marker]
+    setup.extra_calls = [(["rules", "list", "--rules-dir", str(rules)], "analyzed")]
+    return setup
+
+
+def b_stdout_closed(folder: Path) -> Setup:
+    setup = _setup(_copy(MOCK, folder))
+    setup.close_stdout = True
+    setup.names = ["stdout"]
+    return setup
+
+
+def b_path_symlink_loop(folder: Path) -> Setup:
+    a, b = folder / "loop-a.sqlite", folder / "loop-b.sqlite"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    return Setup(args=[str(a)], names=[a.name], watched=[], error_words=["loop"])
+
+
+def b_config_is_directory(folder: Path) -> Setup:
+    capture = _copy(MOCK, folder)
+    config = folder / "configs"
+    config.mkdir()
+    return Setup(args=[str(capture), "--config", str(config)], names=[config.name], watched=[capture],
+                 error_words=["directory"])
+
+
+def b_csv_utf16(folder: Path) -> Setup:
+    return _write_csv(folder, "utf16.csv", _csv_text(CSV_DETAILS).encode("utf-16"))
+
+
+def b_kernels_without_device(folder: Path) -> Setup:
+    path = _copy(MOCK, folder, "capture.sqlite")
+
+    def fn(con):
+        _drop_indexes(con, "CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute("alter table CUPTI_ACTIVITY_KIND_KERNEL drop column deviceId")
+
+    _with_con(path, fn)
+    return _setup(path)
+
+
+def check_gpu_rules_skipped(run: Run) -> list[str]:
+    """When analyzed: the rules that need the kernel's GPU are skipped with a reason, not reported clean."""
+    report = run.report() or {}
+    wanted = {"small-grid", "tail-effect", "low-occupancy"}
+    outcomes = {o.get("rule_name"): o for o in report.get("outcomes", []) if o.get("rule_name") in wanted}
+    return [f"{name} is {o.get('status')}, expected skipped (no kernel deviceId)" for name, o in outcomes.items()
+            if o.get("status") != "skipped" or not o.get("reason")]
+
+
 # --------------------------------------------------------------------------------------------------- extra checks
 
 
@@ -1899,6 +2020,36 @@ CASES: tuple[Case, ...] = (
          b_interrupt(15), "interrupted", sources=(MOCK,), store_may_remain=True, timeout_s=60),
     Case("lock-held-by-stopped-process", "lifecycle", "another process holds the store's lock and never lets go",
          b_lock_held, "rejected", sources=(MOCK,), timeout_s=60),
+    # round two -- smaller promises
+    Case("strings-with-control-chars", "smaller-promises", "OSC/CSI escapes, C1 CSI, a bidi override and CR in names",
+         b_controls_in_strings, "analyzed", sources=(MOCK,), formats=("md", "html"), also=("info", "query"),
+         checks=(lambda run: check_no_controls(run),)),
+    Case("query-copy-to", "smaller-promises", "`query` with COPY ... TO a file", b_query_escape(
+        "copy (select * from kernels) to '{target}'"), "analyzed", sources=(MOCK,)),
+    Case("query-install-extension", "smaller-promises", "`query` with INSTALL httpfs (HOME in the case's folder)",
+         b_query_escape("install httpfs"), "analyzed", sources=(MOCK,)),
+    Case("query-reenable-access", "smaller-promises", "`query` that turns external access back on, then reads",
+         b_query_escape("set enable_external_access = true"), "analyzed", sources=(MOCK,)),
+    Case("rules-template-globals", "smaller-promises", "a message template reaching module globals and the "
+         "environment", b_rules_template("{top.__init__.__globals__}", secret="s3cr3t-token-4711"), "analyzed",
+         sources=(MOCK,), store_may_remain=True, checks=(check_probe_not_findings,)),
+    Case("rules-template-huge-width", "smaller-promises", "a message template asking for a 1e9-character width",
+         b_rules_template("{rows:>1000000000}"), "analyzed", sources=(MOCK,), store_may_remain=True,
+         checks=(check_probe_not_findings, check_report_bounded)),
+    Case("rules-judge-not-imported", "smaller-promises", "judge.py of an unselected rule, and `rules list`",
+         b_rules_judge_not_imported, "analyzed", sources=(MOCK,), store_may_remain=True),
+    Case("config-time-limit-inf", "smaller-promises", "rule_time_limit_s = inf", b_config(
+        "rule_time_limit_s = inf\n", ("rule_time_limit_s",)), "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("config-time-limit-nan", "smaller-promises", "rule_time_limit_s = nan", b_config(
+        "rule_time_limit_s = nan\n", ("rule_time_limit_s",)), "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("stdout-closed", "smaller-promises", "analyze with its stdout closed and no -o", b_stdout_closed,
+         "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("path-symlink-loop", "smaller-promises", "the capture is a loop of two symlinks", b_path_symlink_loop,
+         "rejected"),
+    Case("config-is-directory", "smaller-promises", "--config names a directory", b_config_is_directory,
+         "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("csv-utf16", "smaller-promises", "a real details CSV saved again as UTF-16", b_csv_utf16, "analyzed",
+         sources=(CSV_DETAILS,)),
     Case("output-long-name", "lifecycle", "a 250-character -o file name", b_output_long_name, "analyzed",
          sources=(MOCK,)),
     Case("store-long-name", "lifecycle", "a 240-character --store file name", b_store_long_name, "analyzed",
@@ -1921,7 +2072,7 @@ def _env(workdir: Path) -> dict[str, str]:
 
 
 def _cli(args: list[str], workdir: Path, *, timeout_s: int, env: dict[str, str] | None = None,
-         interrupt: tuple[int, float] | None = None) -> Invocation:
+         interrupt: tuple[int, float] | None = None, close_stdout: bool = False) -> Invocation:
     """Run ``python -m nsight_advisor ARGS`` in ``workdir/cwd`` with the cache and TMPDIR inside ``workdir``;
     ``interrupt``: (signal, seconds) sent to the process after that long."""
     for sub in ("cache", "xdg-cache", "tmp", "cwd"):
@@ -1930,6 +2081,10 @@ def _cli(args: list[str], workdir: Path, *, timeout_s: int, env: dict[str, str] 
     if interrupt is not None:  # a background test run may ignore SIGINT, and a child inherits that: undo it
         argv[1:3] = ["-c", "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
                            "runpy.run_module('nsight_advisor', run_name='__main__')"]
+    if close_stdout:  # as `nsight-advisor analyze X >&-` does: fd 1 closed before Python starts
+        argv[1:3] = ["-c", "import os, subprocess, sys; sys.exit(subprocess.call([sys.executable, '-m', "
+                           "'nsight_advisor', *sys.argv[1:]], stdout=subprocess.DEVNULL, "
+                           "preexec_fn=lambda: os.close(1)))"]
     full_env = _env(workdir)
     full_env.update({k: v.replace("{workdir}", str(workdir)) for k, v in (env or {}).items()})
     started = time.monotonic()
@@ -2065,8 +2220,10 @@ def run_case(case: Case, workdir: Path) -> Run:
         out_before = _listing(out_dir)
         # the first format ingests afresh; the others may reuse the cached store (the cache is checked too)
         cache_flag = ["--no-cache"] if n == 0 and not setup.cached_first else []
-        inv = _cli(["analyze", *setup.args, "--format", fmt, "-o", str(output), *cache_flag], workdir,
-                   timeout_s=case.timeout_s, env=setup.env, interrupt=setup.interrupt)
+        out_flag = [] if setup.close_stdout else ["-o", str(output)]
+        inv = _cli(["analyze", *setup.args, "--format", fmt, *out_flag, *cache_flag], workdir,
+                   timeout_s=case.timeout_s, env=setup.env, interrupt=setup.interrupt,
+                   close_stdout=setup.close_stdout)
         run.calls.append(inv)
         run.outputs[fmt] = output
         outcome = _classify(inv)
@@ -2096,6 +2253,14 @@ def run_case(case: Case, workdir: Path) -> Run:
         run.problems += [f"{label}: left {name} in the output folder" for name in _leftovers(out_dir)]
         run.problems += [f"{label}: left {name} in the cache folder" for name in _leftovers(workdir / "cache")]
 
+    for argv, expected in setup.extra_calls:
+        extra = _cli(argv, workdir, timeout_s=case.timeout_s, env=setup.env)
+        run.calls.append(extra)
+        label = " ".join(argv[:2])
+        got = _classify(extra)
+        run.problems += _check_invocation(case, setup, extra, got, label)
+        if got != expected:
+            run.problems.append(f"{label}: {got}, expected {expected}: {extra.stderr.strip()[-200:]}")
     if setup.after is not None:
         run.problems += setup.after(run)
     run.problems += _check_temp_folders(run)

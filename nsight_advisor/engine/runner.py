@@ -339,23 +339,12 @@ def message_context(rule: Rule, rows: int, impact_ns: int, impact_pct: float, ob
             "group": group}
 
 
-class _SafeFormatter(string.Formatter):
-    # A NULL or a non-number under a numeric format spec prints as text instead of failing the rule.
-    def format_field(self, value: Any, format_spec: str) -> str:
-        if value is None:
-            return "n/a"
-        if isinstance(value, decimal.Decimal):
-            value = float(value)
-        try:
-            return super().format_field(value, format_spec)
-        except (ValueError, TypeError):
-            return str(value)
-
-
 def format_message(template: str, context: dict[str, Any]) -> str:
     """Fill a message template; RuleRunError naming the placeholder when one is unknown."""
     try:
-        return _SafeFormatter().vformat(template, (), context)
+        from nsight_advisor.engine.message_format import MessageFormatter
+
+        return MessageFormatter().vformat(template, (), context)
     except (KeyError, AttributeError, IndexError) as exc:
         raise RuleRunError(f"message placeholder {exc} is unknown (names: rows, impact, impact_pct, threshold, "
                            "observed, group, top.COLUMN and the params)") from None
