@@ -2050,6 +2050,8 @@ CASES: tuple[Case, ...] = (
          "rejected", sources=(MOCK,), store_may_remain=True),
     Case("csv-utf16", "smaller-promises", "a real details CSV saved again as UTF-16", b_csv_utf16, "analyzed",
          sources=(CSV_DETAILS,)),
+    Case("kernels-without-device-id", "smaller-promises", "kernel table without its deviceId column",
+         b_kernels_without_device, "analyzed", sources=(MOCK,), checks=(check_gpu_rules_skipped,)),
     Case("output-long-name", "lifecycle", "a 250-character -o file name", b_output_long_name, "analyzed",
          sources=(MOCK,)),
     Case("store-long-name", "lifecycle", "a 240-character --store file name", b_store_long_name, "analyzed",
@@ -2426,6 +2428,43 @@ def _cell(text: str, limit: int = 260) -> str:
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
+#: The classes of cases, in the order the doc lists them (``Case.group``).
+GROUPS = {
+    "path": "paths: missing, folders, pipes, hostile names",
+    "empty": "empty files",
+    "sqlite": "damaged or edited Nsight Systems exports",
+    "nsys-rep": "raw Nsight Systems reports",
+    "ncu-rep": "damaged Nsight Compute reports",
+    "csv": "damaged or foreign ncu CSV files",
+    "store": "damaged or foreign stores",
+    "output": "outputs and the cache folder",
+    "rules": "hostile or broken rule folders",
+    "config": "bad configuration",
+    "data-loss": "data loss and wrong answers: outputs resolving to an input, FIFOs and devices, damaged cache "
+                 "entries, duplicate string ids, WAL exports, rule-folder cycles",
+    "input-at-fault": "the input at fault, not the program (once exit 3): renamed columns, TEXT times, INT64 "
+                      "extremes, virtual tables, bad ENUM and string ids, non-numeric GPU facts, byte flips, a "
+                      "capture replaced mid-run, non-UTF-8 names, Ctrl-C, a full disk",
+    "lifecycle": "lifecycle: signals, locks, temporary names",
+    "smaller-promises": "smaller promises: control characters, `query` sandbox, message templates, judge.py, "
+                        "time limits, closed stdout, missing deviceId, messages",
+}
+
+
+def _class_table(runs: list[Run]) -> list[str]:
+    lines = ["| class | cases | pass | outcomes |", "|---|---|---|---|"]
+    for group, title in GROUPS.items():
+        mine = [r for r in runs if r.case.group == group]
+        if not mine:
+            continue
+        outcomes: dict[str, int] = {}
+        for r in mine:
+            outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+        spread = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
+        lines.append(f"| {_cell(title, 300)} | {len(mine)} | {sum(1 for r in mine if not r.problems)} | {spread} |")
+    return lines
+
+
 def render_doc(runs: list[Run], skipped: dict[str, str]) -> str:
     """docs/robustness.md: the corpus table (input, expected, outcome, message, verdict)."""
     ok = sum(1 for r in runs if not r.problems)
@@ -2443,10 +2482,20 @@ def render_doc(runs: list[Run], skipped: dict[str, str]) -> str:
         "store left behind) or **analyzed** (exit 0 with a report; rows dropped or repaired are listed in "
         "`ingest_notes` and the report), and in every case the input is byte-identical afterwards, no temporary "
         "file is left, and nothing from the input runs (hostile names are escaped in HTML; rule SQL cannot write, "
-        "attach, copy or read files).",
+        "attach, copy or read files). A case expected to be **interrupted** gets SIGINT or SIGTERM mid-run and must "
+        "exit 130 or 143 with the one line `nsight-advisor: interrupted`. Every case also holds to: no exit 3, "
+        "TMPDIR empty afterwards and no run folder (`.nsa-run-*`) or other temporary file left anywhere in the "
+        "case's folder (every temporary file lives in the run's own folder and goes with it), and no ingest note "
+        "counting a negative number of rows.",
         "",
         f"{len(runs)} cases run, {ok} pass, {len(runs) - ok} fail"
         + (f", {len(skipped)} not run here" if skipped else "") + ".",
+        "",
+        "## Classes",
+        "",
+        *_class_table(runs),
+        "",
+        "## Cases",
         "",
         "| # | case | input | expected | outcome | message | verdict |",
         "|---|---|---|---|---|---|---|",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import math
+import re
 import string
 import threading
 import time
@@ -57,7 +58,7 @@ def run_rule_on_capture(con: duckdb.DuckDBPyConnection, rule: Rule, capture: dic
     """Run ``rule`` for one capture (a row of ``captures`` as a dict); never raises for a rule's fault."""
     capture_id = capture["capture_id"]
     try:
-        missing = _missing_requirement(con, rule, capture_id)
+        missing = _missing_requirement(con, rule, capture_id) or _kernels_without_gpu(con, rule, capture_id)
         if missing is not None:
             return missing
         groups = _firing_groups(con, rule, capture_id, time_limit_s)
@@ -90,6 +91,39 @@ def _missing_requirement(con, rule: Rule, capture_id: int) -> CaptureResult | No
                 reason += f" ({note})"
             return CaptureResult("skipped", reason=reason, capture_option=req.capture_option)
     return None
+
+
+def _kernels_without_gpu(con, rule: Rule, capture_id: int) -> CaptureResult | None:
+    """Skipped, with the reason, when the rule reads GPU facts (``gpus``, itself or through a view) and the
+    capture's kernels name no GPU (an export without deviceId): joined to nothing, its rows would all vanish
+    and the rule would look clean."""
+    try:
+        views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+        if not _reads_table(rule.query, "gpus", views):
+            return None
+        total, with_gpu = sql_params.execute(
+            con, "SELECT count(*), count(device_id) FROM kernels WHERE capture_id = ?", [capture_id]).fetchone()
+    except duckdb.Error:
+        return None
+    if not total or with_gpu:
+        return None
+    return CaptureResult("skipped", reason=f"none of the capture's {total} kernels records the GPU it ran on (the "
+                         "export has no deviceId), so the GPU facts this rule needs cannot be matched",
+                         capture_option="a current nsys export (nsys export --type sqlite) records it")
+
+
+def _reads_table(sql: str, table: str, views: dict[str, str]) -> bool:
+    """True when ``sql`` names ``table``, itself or in the definition of a view it reads (transitively)."""
+    seen: set[str] = set()
+    pending = [sql]
+    while pending:
+        words = set(re.findall(r"[a-z_][a-z0-9_]*", pending.pop().lower()))
+        if table in words:
+            return True
+        for view in sorted((words & views.keys()) - seen):
+            seen.add(view)
+            pending.append(views[view])
+    return False
 
 
 def _capture_missing_note(con, capture_id: int, data: str) -> str:

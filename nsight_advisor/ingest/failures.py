@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sqlite3
 import struct
 from pathlib import Path
@@ -25,6 +26,9 @@ import duckdb
 from nsight_advisor.errors import InputError
 
 F = TypeVar("F", bound=Callable)
+
+#: A path inside a run folder (see run_folder): a temporary copy, link or export of the capture.
+_RUN_FOLDER_PATH = re.compile(r"[^\s:'\"]*/\.nsa-run-[^\s:'\"]*")
 
 #: Raised by reading damaged or hand-edited data (besides sqlite3.Error and most duckdb.Error).
 _DATA_ERRORS = (ValueError, TypeError, LookupError, ArithmeticError, struct.error, sqlite3.Error, EOFError)
@@ -46,13 +50,16 @@ def classified(ingest: F) -> F:
                 result = ingest(con, capture_id, path, *args, **kwargs)
             else:
                 result = _through_link(ingest, con, capture_id, path, *args, **kwargs)
-        except InputError:
+        except InputError as exc:
             _raise_if_changed(path, before)
+            if _RUN_FOLDER_PATH.search(str(exc)):  # a temporary copy or export: the user knows the capture's name
+                raise InputError(_RUN_FOLDER_PATH.sub(str(path).replace("\\", "\\\\"), str(exc))) from None
             raise
         except Exception as exc:
             _raise_if_changed(path, before, exc)
             if is_data_error(exc):
-                raise InputError(f"{path}: cannot be read: {describe(exc)}; the file is damaged or is not as "
+                what = _RUN_FOLDER_PATH.sub(path.name.replace("\\", "\\\\"), describe(exc))
+                raise InputError(f"{path}: cannot be read: {what}; the file is damaged or is not as "
                                  f"the profiler writes it: capture or export it again") from exc
             raise
         _raise_if_changed(path, before)
