@@ -99,7 +99,11 @@ def _through_link(ingest, con, capture_id: int, path: Path, *args, **kwargs):
 
 def is_data_error(exc: BaseException) -> bool:
     """True when ``exc``, raised while reading one capture, comes from what the capture holds."""
-    if isinstance(exc, _NOT_DATA) or _disk_full(exc):
+    if _disk_full(exc):
+        return False
+    if isinstance(exc, getattr(duckdb, "InternalException", ())) and "UTF-8" in str(exc):
+        return True  # a string from the capture that is not valid UTF-8 reached DuckDB
+    if isinstance(exc, _NOT_DATA):
         return False
     return isinstance(exc, (duckdb.Error, *_DATA_ERRORS))
 
@@ -108,6 +112,9 @@ def describe(exc: BaseException) -> str:
     """The first line of ``exc``'s text (invalid bytes and control characters made visible), at most 300 chars."""
     try:
         text = str(exc)
+        if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+            # an error text (SQLite's, quoting the damaged file) that was itself not UTF-8: show that text
+            text = exc.object.decode("utf-8", "replace")
     except Exception:  # noqa: BLE001 - an exception whose text cannot even be built
         text = type(exc).__name__
     lines = [line.strip() for line in text.splitlines() if line.strip()]

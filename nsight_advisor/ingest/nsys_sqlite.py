@@ -706,7 +706,9 @@ class _Ingest:
                 SELECT min(start), max(CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END)
                 FROM {self.t(NVTX)} WHERE eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END})
                   AND start IS NOT NULL
-                  AND CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END >= start"""):
+                  AND CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END >= start
+                  AND TRY_CAST((CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END)
+                               ::HUGEINT - start AS BIGINT) IS NOT NULL"""):
             return
         # The columns as they lie (each one costs on the way through Arrow): the insert derives the rest.
         source = f"""
@@ -730,7 +732,8 @@ class _Ingest:
                          {"cid": self.cid, "id": domain_id, "name": name})
         inserted = self.inserted("nvtx_ranges")
         self.note("nvtx_ranges", nvtx.ranges - inserted,
-                  "dropped NVTX_EVENTS ranges with a NULL start, an unclosed end or end < start")
+                  "dropped NVTX_EVENTS ranges with a NULL start, an unclosed end, end < start, or a duration "
+                  "beyond 64 bits")
         if inserted == 0:
             self.missing("nvtx_ranges", f"{NVTX} has no ranges or marks", "nsys profile --trace=nvtx")
 
@@ -741,7 +744,8 @@ class _Ingest:
         query is planned; should DuckDB not keep it, the walk notices and the caller sorts); ordered, DuckDB
         sorts the rows per thread first. One INSERT reads the stream, so a failure leaves no rows.
         """
-        valid = "start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns"
+        valid = ("start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns "
+                 "AND TRY_CAST(end_ns::HUGEINT - start_ns AS BIGINT) IS NOT NULL")
         order = "ORDER BY thread, start_ns, end_ns DESC" if ordered else ""
         # Lowered only where the ingest bounds memory (an on-disk store, which can spill): Arrow batches live
         # outside DuckDB's limit.
