@@ -1097,6 +1097,25 @@ def b_output_disk_full(folder: Path) -> Setup:
     return setup
 
 
+def b_store_disk_full(folder: Path) -> Setup:
+    """The store's file system fills up mid-ingest (a 400 KiB tmpfs; needs root to mount, else not run)."""
+    capture = _copy(FUSER, folder)
+    small = folder.parent / "small-disk"
+    small.mkdir(exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(small)], capture_output=True,
+                             text=True, timeout=30) if shutil.which("mount") else None
+    if mounted is None or mounted.returncode != 0:
+        raise Unavailable("cannot mount a small tmpfs here (needs root)")
+
+    def after(run: Run) -> list[str]:
+        left = sorted(p.name for p in small.rglob("*"))
+        subprocess.run(["umount", str(small)], capture_output=True, timeout=30)
+        return [f"a full disk kept {left[:3]}"] if left else []
+
+    return Setup(args=[str(capture), "--store", str(small / "store.duckdb")], names=["small-disk"],
+                 watched=[capture], error_words=["no space left"], after=after)
+
+
 def b_output_long_name(folder: Path) -> Setup:
     setup = _setup(_copy(MOCK, folder))
     setup.output_name = "r" * 245  # + ".json": 250 characters, the file system allows 255
@@ -2018,6 +2037,8 @@ CASES: tuple[Case, ...] = (
          "interrupted", sources=(MOCK,), store_may_remain=True, timeout_s=60),
     Case("report-disk-full", "input-at-fault", "-o /dev/full: the report's disk is full", b_output_disk_full,
          "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("store-disk-full", "input-at-fault", "--store on a file system that fills up during the ingest",
+         b_store_disk_full, "rejected", sources=(FUSER,)),
     # round two -- lifecycle
     Case("interrupt-sigterm", "lifecycle", "SIGTERM while a rule query runs: temporary files removed",
          b_interrupt(15), "interrupted", sources=(MOCK,), store_may_remain=True, timeout_s=60),
