@@ -329,21 +329,26 @@ def write_text_atomic(path: Path, text: str) -> None:
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise InputError(f"{given}: is a directory, expected an output file name")
     resolved = Path(os.path.realpath(given))
-    if (st is not None and not stat.S_ISREG(st.st_mode)) or resolved.parts[1:2] in (("dev",), ("proc",)):
+    special = {Path(os.path.abspath(given)).parts[1:2], resolved.parts[1:2]} & {("dev",), ("proc",)}
+    if (st is not None and not stat.S_ISREG(st.st_mode)) or special:
         _write_direct(given, text)
         return
     try:
         resolved.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise InputError(f"{given}: cannot create the output's folder: a file of that name is in the way") from None
-    # A short name: the output's own name may already be as long as the file system allows.
-    tmp = resolved.with_name(f".nsa-{os.getpid()}-{os.urandom(3).hex()}.tmp")
+    from nsight_advisor.run_folder import release, temp_path
+
+    # In this run's folder beside the output (same file system for the rename; a short name, since the output's
+    # own may already be as long as the file system allows; reclaimed by a later run if this one is killed).
+    tmp = temp_path(".tmp", near=resolved.parent)
     try:
         _write_file(tmp, text, shown=given)
         os.replace(tmp, resolved)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        release(tmp.parent)
 
 
 def _write_file(path: Path, text: str, *, shown: Path) -> None:
