@@ -36,7 +36,7 @@ class _Group(click.Group):
 
     def main(self, *args, **kwargs):  # noqa: D102 - click API
         kwargs.setdefault("standalone_mode", False)
-        _exit_on_sigterm()
+        _stop_on_signals()
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
@@ -75,7 +75,7 @@ class _Group(click.Group):
         except Exception as exc:  # a bug: keep the details, show one line
             if _is_interrupt(exc):
                 click.echo("nsight-advisor: interrupted", err=True)
-                sys.exit(143 if 15 in _signals_seen else 130)
+                sys.exit(143 if 15 in _signals_seen else 130)  # 15: SIGTERM
             full = _disk_full(exc)
             if full is not None:
                 click.echo(f"nsight-advisor: {_one_line(_escape_args(full))}", err=True)
@@ -114,7 +114,7 @@ def _disk_full(exc: BaseException) -> str | None:
 _signals_seen: list[int] = []
 
 
-def _exit_on_sigterm() -> None:
+def _stop_on_signals() -> None:
     """SIGTERM ends the run like Ctrl-C (exit 143): cleanup runs, temporary files go (see run_folder). Both
     signals are remembered, because DuckDB turns one that arrives mid-query into an error of its own."""
     import signal
