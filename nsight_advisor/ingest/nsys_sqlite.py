@@ -472,12 +472,16 @@ class _Ingest:
                          values)
 
     def fill_strings(self, *, replace: bool = False) -> None:
-        """The scratch copy of StringIds, checked: an id stored as text is read as its number (one that is no
-        number cannot be looked up and is left out), and an id given two values makes the export unusable
-        (every join through it would multiply rows), so it is refused with the count."""
+        """The scratch copy of StringIds. As nsys writes it (``id INTEGER PRIMARY KEY``) it is copied as is;
+        otherwise it is checked: an id stored as text is read as its number (one that is no number cannot be
+        looked up and is left out), and an id given two values makes the export unusable (every join through
+        it would multiply rows), so it is refused with the count."""
+        create = f"CREATE {'OR REPLACE ' if replace else ''}TABLE {self.strings()} AS"
+        if self.cat.has("StringIds", "value") and _ids_are_primary_key(self.cat.read_path, "StringIds"):
+            self.sql(f"{create} SELECT id, value FROM {self.t('StringIds')}")
+            return
         value = self.col("StringIds", "value", "s", "NULL")
-        self.sql(f"CREATE {'OR REPLACE ' if replace else ''}TABLE {self.strings()} AS "
-                 f"SELECT TRY_CAST(s.id AS BIGINT) AS id, CAST({value} AS VARCHAR) AS value "
+        self.sql(f"{create} SELECT TRY_CAST(s.id AS BIGINT) AS id, CAST({value} AS VARCHAR) AS value "
                  f"FROM {self.t('StringIds')} s WHERE TRY_CAST(s.id AS BIGINT) IS NOT NULL")
         check_unique_string_ids(self.con, self.strings(), self.cat.path)
 
@@ -931,6 +935,12 @@ def check_unique_string_ids(con: duckdb.DuckDBPyConnection, table: str, path: Pa
         raise InputError(f"{path}: StringIds gives {ids - distinct} string id(s) a second value ({ids} rows, "
                          f"{distinct} ids); an nsys export has one value per id, so this one was edited or is "
                          f"damaged: export it again")
+
+
+def _ids_are_primary_key(path: Path, table: str) -> bool:
+    """True when ``table``'s ``id`` is its INTEGER PRIMARY KEY (SQLite's rowid: no two rows share one)."""
+    keys = _sqlite_rows(path, "SELECT name, upper(type) FROM pragma_table_info(?) WHERE pk > 0", (table,))
+    return keys == [("id", "INTEGER")]
 
 
 def _sqlite_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
