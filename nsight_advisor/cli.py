@@ -35,8 +35,14 @@ class _Group(click.Group):
     """A click group that turns errors into exit codes instead of tracebacks."""
 
     def main(self, *args, **kwargs):  # noqa: D102 - click API
+        previous = _stop_on_signals()
+        try:
+            self._main(*args, **kwargs)
+        finally:  # a caller embedding the CLI (tests) gets its own signal handlers back
+            _restore_signals(previous)
+
+    def _main(self, *args, **kwargs):
         kwargs.setdefault("standalone_mode", False)
-        _stop_on_signals()
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
@@ -114,7 +120,7 @@ def _disk_full(exc: BaseException) -> str | None:
 _signals_seen: list[int] = []
 
 
-def _stop_on_signals() -> None:
+def _stop_on_signals() -> dict:
     """SIGTERM ends the run like Ctrl-C (exit 143): cleanup runs, temporary files go (see run_folder). Both
     signals are remembered, because DuckDB turns one that arrives mid-query into an error of its own."""
     import signal
@@ -123,11 +129,20 @@ def _stop_on_signals() -> None:
         _signals_seen.append(signum)
         raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
+    previous = {}
     with contextlib.suppress(ValueError, OSError):  # not the main thread (a caller embedding the CLI)
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, stop)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            signal.signal(signal.SIGINT, stop)
+        for signum, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+            if signal.getsignal(signum) is default:  # a handler the caller installed (or SIG_IGN) is kept
+                previous[signum] = signal.signal(signum, stop)
+    return previous
+
+
+def _restore_signals(previous: dict) -> None:
+    import signal
+
+    with contextlib.suppress(ValueError, OSError):
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _is_interrupt(exc: BaseException) -> bool:
