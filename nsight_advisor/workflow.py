@@ -227,11 +227,15 @@ def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer: fr
 ANALYSIS_MEMORY_LIMIT = "512MB"
 
 
-def _bound_memory(con: duckdb.DuckDBPyConnection) -> None:
+def _bound_memory(con: duckdb.DuckDBPyConnection, spill: Path | None = None) -> None:
+    """The analysis memory limit; what DuckDB spills beyond it goes to ``spill`` (in the run folder)."""
     import duckdb
 
     with contextlib.suppress(duckdb.Error):
         con.execute(f"SET memory_limit = '{ANALYSIS_MEMORY_LIMIT}'")
+    if spill is not None:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("SET temp_directory = '" + str(spill).replace("'", "''") + "'")
 
 
 def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides=(), select=(), ignore=(),
@@ -257,20 +261,44 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
         if cached is not None:
             return cached
     con, ids, store = _load(plan, use_cache=use_cache, progress=progress, unread=_unread_by_rules(settings))
+    spill = None
     try:
         key = result_cache.result_key(store, ids, **settings)
         cached = result_cache.read_result(key) if use_cache else None
         if cached is not None:
             return cached
-        _bound_memory(con)
+        spill = _spill_folder(store)
+        _bound_memory(con, spill)
         result = run_analysis(con, ids, progress=progress, **settings)
     finally:
         con.close()
+        _remove_spill(spill)
     combined = combined_view(result)
     if combined is not None:
         result.summary["combined"] = combined
     result_cache.write_result(key, result)
     return result
+
+
+def _spill_folder(store: Path) -> Path | None:
+    """Where DuckDB may spill during the analysis: this run's folder beside the store (None when it cannot be
+    made, e.g. a read-only folder: DuckDB then keeps its own default)."""
+    from nsight_advisor.run_folder import run_folder
+
+    try:
+        return run_folder(store.parent) / "spill"
+    except OSError:
+        return None
+
+
+def _remove_spill(spill: Path | None) -> None:
+    import shutil
+
+    from nsight_advisor.run_folder import release
+
+    if spill is not None:
+        shutil.rmtree(spill, ignore_errors=True)
+        release(spill.parent)
 
 
 def _unread_by_rules(settings: dict) -> frozenset[str]:
