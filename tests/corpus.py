@@ -2421,7 +2421,9 @@ def _message(run: Run) -> str:
         text = inv.stderr.strip()[-300:]
     text = text.replace(str(run.workdir / "input") + "/", "").replace(str(run.workdir) + "/", "")
     text = re.sub(r"/\S*/nsight-advisor-crash-\S+\.txt", "<crash file>", text)
-    return text
+    # what changes from run to run (a pid, a cache key) would make the generated doc churn
+    text = re.sub(r"process \d+", "process PID", text)
+    return re.sub(r"\b[0-9a-f]{16}-[0-9a-f]{16}\b", "KEY", text)
 
 
 def _summary(run: Run) -> str:
