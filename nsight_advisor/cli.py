@@ -35,6 +35,13 @@ class _Group(click.Group):
     """A click group that turns errors into exit codes instead of tracebacks."""
 
     def main(self, *args, **kwargs):  # noqa: D102 - click API
+        previous = _stop_on_signals()
+        try:
+            self._main(*args, **kwargs)
+        finally:  # a caller embedding the CLI (tests) gets its own signal handlers back
+            _restore_signals(previous)
+
+    def _main(self, *args, **kwargs):
         kwargs.setdefault("standalone_mode", False)
         try:
             rv = super().main(*args, **kwargs)
@@ -52,23 +59,100 @@ class _Group(click.Group):
         except NsightAdvisorError as exc:
             click.echo(f"nsight-advisor: {_one_line(_escape_args(str(exc)))}", err=True)
             sys.exit(EXIT_BAD_INPUT)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             click.echo("nsight-advisor: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(143 if isinstance(exc, _Terminated) else 130)
         except BrokenPipeError:
             sys.exit(EXIT_OK)
         except OSError as exc:
+            full = _disk_full(exc)
+            if full is not None:
+                click.echo(f"nsight-advisor: {_one_line(_escape_args(full))}", err=True)
+                sys.exit(EXIT_BAD_INPUT)
             if exc.filename is None:
                 _internal_error(exc)
             # The file system refused (a file where a folder must be, no space, no permission): the user's to fix.
             problem = exc.strerror or type(exc).__name__
             if isinstance(exc, (FileExistsError, NotADirectoryError)):
                 problem = "a file of that name is in the way of a folder"
-            click.echo(f"nsight-advisor: {_one_line(_escape_args(f'{exc.filename}: {problem}'))}", err=True)
+            where = _user_path(os.fsdecode(exc.filename))
+            click.echo(f"nsight-advisor: {_one_line(_escape_args(f'{where}: {problem}'))}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: keep the details, show one line
+            if _is_interrupt(exc):
+                click.echo("nsight-advisor: interrupted", err=True)
+                sys.exit(143 if 15 in _signals_seen else 130)  # 15: SIGTERM
+            full = _disk_full(exc)
+            if full is not None:
+                click.echo(f"nsight-advisor: {_one_line(_escape_args(full))}", err=True)
+                sys.exit(EXIT_BAD_INPUT)
             _internal_error(exc)
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Python next runs so that ``finally`` blocks and atexit still clean up."""
+
+
+def _user_path(path: str) -> str:
+    """A temporary file's path as the user knows it: the folder its run folder is in (see run_folder)."""
+    from nsight_advisor.run_folder import PREFIX
+
+    marker = f"{os.sep}{PREFIX}"
+    return path.split(marker, 1)[0] if marker in path else path
+
+
+def _disk_full(exc: BaseException) -> str | None:
+    """'FOLDER: no space left on device' when a write (DuckDB's included) ran out of space, else None."""
+    import errno
+    import re
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{_user_path(os.fsdecode(exc.filename or '?'))}: no space left on device"
+    text = str(exc)
+    if "No space left on device" not in text and "Disk quota exceeded" not in text:
+        return None
+    m = re.search(r'"([^"]+)"', text)
+    where = _user_path(m.group(1)) if m else "the store's folder"
+    return f"{where}: no space left on device (free some space, or point NSIGHT_ADVISOR_CACHE / --store elsewhere)"
+
+
+_signals_seen: list[int] = []
+
+
+def _stop_on_signals() -> dict:
+    """SIGTERM ends the run like Ctrl-C (exit 143): cleanup runs, temporary files go (see run_folder). Both
+    signals are remembered, because DuckDB turns one that arrives mid-query into an error of its own."""
+    import signal
+
+    def stop(signum, frame):
+        _signals_seen.append(signum)
+        raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+    previous = {}
+    with contextlib.suppress(ValueError, OSError):  # not the main thread (a caller embedding the CLI)
+        for signum, default in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+            if signal.getsignal(signum) is default:  # a handler the caller installed (or SIG_IGN) is kept
+                previous[signum] = signal.signal(signum, stop)
+    return previous
+
+
+def _restore_signals(previous: dict) -> None:
+    import signal
+
+    with contextlib.suppress(ValueError, OSError):
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    """DuckDB turns Ctrl-C during a query into its own error (InterruptException, or a RuntimeError 'Query
+    interrupted'): after a signal, that is the user's interrupt, not a bug."""
+    duckdb = sys.modules.get("duckdb")
+    interrupt = getattr(duckdb, "InterruptException", None) if duckdb is not None else None
+    if interrupt is not None and isinstance(exc, interrupt):
+        return True
+    return bool(_signals_seen) and "interrupt" in str(exc).lower()
 
 
 def _internal_error(exc: BaseException) -> None:
@@ -178,6 +262,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     from nsight_advisor import workflow
 
     fmt = fmt or workflow.format_from_suffix(output)
+    workflow.refuse_inputs_as_output(output, [*captures, store_path])
     result = workflow.analyze(
         captures,
         rules_dirs=rules_dirs,

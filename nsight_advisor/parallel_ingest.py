@@ -56,7 +56,9 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
         ingest_captures(con, items, progress=progress, defer=defer)
         return
     threads = max(1, usable_cores() // workers)
-    tmp_dir = Path(tempfile.mkdtemp(prefix=".nsight-advisor-ingest-", dir=work_dir))
+    from nsight_advisor.run_folder import release, run_folder
+
+    tmp_dir = Path(tempfile.mkdtemp(prefix="ingest-", dir=run_folder(work_dir)))
     pool = _WorkerPool(workers - 1, threads, defer)
     try:
         with Progress(f"ingest {len(items)} captures", 2 * len(items) - 1, enabled=progress) as bar:
@@ -82,6 +84,7 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
     finally:
         pool.shutdown()
         shutil.rmtree(tmp_dir, ignore_errors=True)
+        release(tmp_dir.parent)
 
 
 class _WorkerPool:
@@ -109,7 +112,7 @@ class _WorkerPool:
     def _run(self, job: tuple[int, Path, Path]) -> None:
         cid, path, out = job
         cmd = [sys.executable, "-m", "nsight_advisor.parallel_ingest", str(cid), str(path), str(out),
-               str(self.threads), self.defer]
+               str(self.threads), self.defer, str(os.getpid())]
         with self.lock:
             if self.failed.is_set():
                 raise RuntimeError("ingest cancelled")
@@ -143,6 +146,8 @@ def _worker_main(argv: list[str]) -> int:
 
     capture_id, path, out, threads = int(argv[0]), Path(argv[1]), Path(argv[2]), int(argv[3])
     defer = [t for t in (argv[4] if len(argv) > 4 else "").split(",") if t]
+    if len(argv) > 5:
+        _die_with_parent(int(argv[5]))
     try:
         con = connect(out)
         try:
@@ -155,6 +160,21 @@ def _worker_main(argv: list[str]) -> int:
         print(str(exc).strip().replace("\n", " "), file=sys.stderr)
         return _EXIT_INPUT_ERROR
     return 0
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to kill this worker when its parent dies (Linux), and exit now if it already has.
+
+    A parent killed with SIGKILL runs no cleanup; without this its workers would go on ingesting for nobody.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(_EXIT_INPUT_ERROR)
 
 
 def _merge(con: duckdb.DuckDBPyConnection, part: Path) -> None:

@@ -17,12 +17,12 @@ import dataclasses
 import hashlib
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from nsight_advisor import __version__
 from nsight_advisor.engine.model import AnalysisResult, Finding, Outcome, PrincipleRef
+from nsight_advisor.run_folder import release, temp_path
 from nsight_advisor.store_cache import cache_dir
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -61,11 +61,19 @@ def result_key(store: Path, capture_ids: Sequence[int], *, rules_dirs: Iterable[
 
 
 def _files(folder: Path) -> list[os.DirEntry]:
+    """Every file under ``folder``, symlinked folders followed once each: a folder linking to itself (or to
+    one above it) is a cycle, and walking it again would never end."""
     out: list[os.DirEntry] = []
     stack = [str(folder)]
+    seen: set[str] = set()
     while stack:
+        current = stack.pop()
+        real = os.path.realpath(current)
+        if real in seen:
+            continue
+        seen.add(real)
         try:
-            with os.scandir(stack.pop()) as it:
+            with os.scandir(current) as it:
                 for entry in it:
                     if entry.is_dir(follow_symlinks=True):
                         if entry.name != "__pycache__" and not entry.name.startswith("."):
@@ -103,13 +111,14 @@ def write_result(key: str, result: AnalysisResult) -> bool:
     folder = results_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{key}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        tmp = temp_path(".tmp", near=folder)
         try:
             tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, folder / f"{key}.json")
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+            release(tmp.parent)
     except OSError:
         return False
     where = key.split("-", 1)[0]
@@ -146,7 +155,10 @@ def write_rendered(result: AnalysisResult, fmt: str, text: str) -> None:
     if key is None or not (folder / f"{key}.json").exists():
         return
     target = _rendered_path(key, result, fmt)
-    tmp = folder / f".{key}.{fmt}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    try:
+        tmp = temp_path(".tmp", near=folder)
+    except OSError:
+        return
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
@@ -155,6 +167,7 @@ def write_rendered(result: AnalysisResult, fmt: str, text: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        release(tmp.parent)
 
 
 def forget_store(store: Path) -> None:

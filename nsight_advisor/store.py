@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shutil
 from pathlib import Path
 from typing import Iterator
@@ -48,12 +47,14 @@ def atomic_store(path: str | os.PathLike, *, fresh: bool = False) -> Iterator[du
 
     The temporary store starts as a copy of the store at ``path`` (so captures can be added to it), or empty
     with ``fresh=True``. On any error the temporary file is removed and the store at ``path`` is left exactly
-    as it was. Temporary files are named ``.NAME.build-PID-RANDOM.tmp`` so that the leftovers of a killed
-    process can be recognised and removed (``store_cache.remove_dead_temp_files``).
+    as it was. The temporary store lives in this run's folder beside ``path`` (:mod:`nsight_advisor.run_folder`:
+    same file system for the rename, short names whatever the target's name, reclaimed after a SIGKILL).
     """
+    from nsight_advisor.run_folder import release, temp_path
+
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.build-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    tmp = temp_path(".duckdb", near=target.parent)
     try:
         if target.exists() and not fresh:
             _copy_store(target, tmp)
@@ -68,13 +69,15 @@ def atomic_store(path: str | os.PathLike, *, fresh: bool = False) -> Iterator[du
         for leftover in (tmp, Path(str(tmp) + ".wal")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+        shutil.rmtree(Path(str(tmp) + ".tmp"), ignore_errors=True)  # DuckDB's spill folder
+        release(tmp.parent)
 
 
 def _copy_store(src: Path, dst: Path) -> None:
-    # A plain file copy: the store at src is closed (DuckDB stores are single files after CHECKPOINT).
+    # A plain file copy: the store at src is closed (DuckDB stores are single files after CHECKPOINT). It is
+    # opened first so that a damaged store is reported under its own name, not the copy's.
+    connect(src, read_only=True).close()
     shutil.copyfile(src, dst)
-    con = connect(dst, read_only=True)
-    con.close()
 
 
 def insert_kernels(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:

@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
 
@@ -54,8 +55,8 @@ def cache_key(paths: Sequence[Path]) -> str:
     state = hashlib.sha256(f"schema={SCHEMA_VERSION}|views={_views_digest()}".encode())
     for p in paths:
         st = p.stat()
-        names.update(f"|{p}".encode())
-        state.update(f"|{p}|{st.st_size}|{st.st_mtime_ns}".encode())
+        names.update(b"|" + os.fsencode(p))  # fsencode: a file name need not be UTF-8
+        state.update(b"|" + os.fsencode(p) + f"|{st.st_size}|{st.st_mtime_ns}".encode())
     return f"{names.hexdigest()[:16]}-{state.hexdigest()[:16]}"
 
 
@@ -159,12 +160,27 @@ def _schema_is_current(con: duckdb.DuckDBPyConnection) -> bool:
     return all(have.get(t.name) == t.column_names for t in TABLES)
 
 
+#: Seconds a run waits for another process building the same store before it gives up (exit 2 naming the
+#: holder); NSIGHT_ADVISOR_LOCK_WAIT_S overrides it. A build of a very large capture can take minutes.
+LOCK_WAIT_S = 600.0
+
+
+def lock_wait_s() -> float:
+    """The lock wait in seconds: $NSIGHT_ADVISOR_LOCK_WAIT_S when it is a positive number, else LOCK_WAIT_S."""
+    try:
+        value = float(os.environ.get("NSIGHT_ADVISOR_LOCK_WAIT_S", ""))
+    except ValueError:
+        return LOCK_WAIT_S
+    return value if 0 < value < float("inf") else LOCK_WAIT_S
+
+
 @contextlib.contextmanager
 def build_lock(store_path: Path, *, progress: bool = False) -> Iterator[None]:
     """Hold an exclusive lock on ``STORE.lock`` while building ``store_path``; the lock file is removed after.
 
     A second process asking for the same store waits here until the first has renamed its store into
-    place, then finds it complete and reuses it.
+    place, then finds it complete and reuses it. The wait is announced on stderr (what is waited for, and
+    the holder's pid, which the lock file holds) and ends after :func:`lock_wait_s` with an InputError.
     """
     if fcntl is None:
         yield
@@ -172,17 +188,25 @@ def build_lock(store_path: Path, *, progress: bool = False) -> Iterator[None]:
     lock_path = store_path.with_name(store_path.name + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     told = False
+    deadline = time.monotonic() + lock_wait_s()
     while True:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if progress and not told:
-                    print(f"waiting for another nsight-advisor process building {store_path.name} ...",
-                          file=sys.stderr, flush=True)
-                    told = True
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    holder = _holder(fd)
+                    if not told:
+                        print(f"nsight-advisor: waiting for process {holder or '?'} to finish building "
+                              f"{store_path} (at most {lock_wait_s():g} s) ...", file=sys.stderr, flush=True)
+                        told = True
+                    if time.monotonic() >= deadline:
+                        raise InputError(f"{store_path}: process {holder or '?'} has been building this store for "
+                                         f"over {lock_wait_s():g} s (lock {lock_path.name}); stop it, or set "
+                                         f"NSIGHT_ADVISOR_LOCK_WAIT_S to wait longer") from None
+                    time.sleep(0.2)
         except BaseException:
             os.close(fd)
             raise
@@ -195,12 +219,23 @@ def build_lock(store_path: Path, *, progress: bool = False) -> Iterator[None]:
         if same:
             break
         os.close(fd)
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
     try:
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock_path)
         os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    """The pid the lock's holder wrote into the lock file ('' when unknown)."""
+    with contextlib.suppress(OSError):
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return text if text.isdigit() else ""
+    return ""
 
 
 def build_store(target: Path, fill: Callable[[duckdb.DuckDBPyConnection], None]) -> None:

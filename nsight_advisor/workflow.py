@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import os
+import stat
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -32,8 +35,16 @@ __all__ = ["cache_dir", "cache_key", "check_input_path", "ingest_to_store", "loa
 
 def check_input_path(path: Path) -> Path:
     """Resolve ``path`` or raise InputError naming what is wrong with it."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{path}: a loop of symbolic links, no file at the end of it") from None
+        if os.path.islink(path):
+            raise InputError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist") from None
+        if not isinstance(exc, FileNotFoundError):
+            raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        raise InputError(f"{path}: no such file") from None
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a capture file")
     if not path.is_file():  # a pipe or device: reading it could block forever
@@ -43,13 +54,37 @@ def check_input_path(path: Path) -> Path:
     return path.resolve()
 
 
+def refuse_inputs_as_output(output: Path | None, inputs: Iterable[Path], what: str = "output") -> None:
+    """InputError when ``output`` is, or resolves to, one of ``inputs``: the same file through a symlink or a
+    hard link included (same device and inode). Writing there would replace an input, which is never done."""
+    if output is None or str(output) == "-":
+        return
+    try:
+        out_st = os.stat(output)
+    except OSError:
+        out_st = None
+    out_real = os.path.realpath(output)
+    for item in inputs:
+        if item is None:
+            continue
+        same = os.path.realpath(item) == out_real
+        if not same and out_st is not None:
+            with contextlib.suppress(OSError):
+                st = os.stat(item)
+                same = (st.st_dev, st.st_ino) == (out_st.st_dev, out_st.st_ino) and stat.S_ISREG(st.st_mode)
+        if same:
+            raise InputError(f"{output}: is an input ({item}); the {what} would overwrite it, give another path")
+
+
 def ingest_to_store(paths: Iterable[Path], store_path: Path, *, progress: bool = False) -> list[int]:
     """Ingest captures into the store at ``store_path`` (created or extended atomically), in parallel when many."""
     from nsight_advisor.parallel_ingest import ingest_many
     from nsight_advisor.store import atomic_store, next_capture_id
 
     resolved = [check_input_path(Path(p)) for p in paths]
+    refuse_inputs_as_output(Path(store_path), resolved, "store")
     target = Path(store_path).resolve()
+    check_store_target(target, Path(store_path))
     with store_cache.build_lock(target, progress=progress), atomic_store(target) as con:
         first = next_capture_id(con)
         ids = list(range(first, first + len(resolved)))
@@ -95,10 +130,18 @@ def _plan(paths: Sequence[Path], store_path: Path | None) -> _Plan:
                                                                                if resolved.count(p) > 1})))
     if store_path is None:
         return _Plan(store_cache.cached_store_path(resolved), resolved, True, None)
+    refuse_inputs_as_output(Path(store_path), resolved, "store")
     target = Path(store_path).resolve()
-    if target.is_dir():
-        raise InputError(f"{store_path}: is a directory, expected a store file name (.duckdb)")
+    check_store_target(target, Path(store_path))
     return _Plan(target, resolved, False, Path(store_path))
+
+
+def check_store_target(target: Path, given: Path) -> None:
+    """InputError unless ``target`` can hold a store: absent, or a regular file (a folder, pipe or device cannot)."""
+    if target.is_dir():
+        raise InputError(f"{given}: is a directory, expected a store file name (.duckdb)")
+    if target.exists() and not target.is_file():
+        raise InputError(f"{given}: not a regular file (a pipe, socket or device); give a store file name (.duckdb)")
 
 
 def _load(plan: _Plan, *, use_cache: bool, progress: bool,
@@ -125,9 +168,9 @@ def _load(plan: _Plan, *, use_cache: bool, progress: bool,
             # Another process may have built it while we waited for the lock.
             con = current()
             if con is None:
-                if not store_cache.store_owned_by(target, resolved):
-                    raise InputError(f"{plan.given}: holds other captures or is not a store; give a new --store "
-                                     f"path, or analyze that store by itself")
+                # A cache entry is ours, whatever is in it (a damaged one is rebuilt); a --store is the user's.
+                if not plan.keyed:
+                    _check_owned(plan.given, target, resolved)
                 _ingest_fresh(resolved, target, progress, defer)
                 if plan.keyed:
                     for stale in store_cache.remove_stale_versions(target):
@@ -135,6 +178,20 @@ def _load(plan: _Plan, *, use_cache: bool, progress: bool,
     if con is None:
         return (*_open(target), target)
     return con, _capture_ids(con), target
+
+
+def _check_owned(given: Path, target: Path, resolved: list[Path]) -> None:
+    """InputError unless the user's ``--store`` may be replaced: absent, or holding only these captures."""
+    from nsight_advisor.store import connect
+
+    if not target.exists() or store_cache.store_owned_by(target, resolved):
+        return
+    try:
+        connect(target, read_only=True).close()
+    except InputError as exc:
+        detail = str(exc).split(": ", 1)[-1] if str(exc).startswith(str(target)) else str(exc)
+        raise InputError(f"{given}: {detail}; give a new --store path (this file is left as it is)") from None
+    raise InputError(f"{given}: holds other captures; give a new --store path, or analyze that store by itself")
 
 
 def _open(store: Path) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
@@ -170,11 +227,15 @@ def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer: fr
 ANALYSIS_MEMORY_LIMIT = "512MB"
 
 
-def _bound_memory(con: duckdb.DuckDBPyConnection) -> None:
+def _bound_memory(con: duckdb.DuckDBPyConnection, spill: Path | None = None) -> None:
+    """The analysis memory limit; what DuckDB spills beyond it goes to ``spill`` (in the run folder)."""
     import duckdb
 
     with contextlib.suppress(duckdb.Error):
         con.execute(f"SET memory_limit = '{ANALYSIS_MEMORY_LIMIT}'")
+    if spill is not None:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("SET temp_directory = '" + str(spill).replace("'", "''") + "'")
 
 
 def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides=(), select=(), ignore=(),
@@ -200,20 +261,44 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
         if cached is not None:
             return cached
     con, ids, store = _load(plan, use_cache=use_cache, progress=progress, unread=_unread_by_rules(settings))
+    spill = None
     try:
         key = result_cache.result_key(store, ids, **settings)
         cached = result_cache.read_result(key) if use_cache else None
         if cached is not None:
             return cached
-        _bound_memory(con)
+        spill = _spill_folder(store)
+        _bound_memory(con, spill)
         result = run_analysis(con, ids, progress=progress, **settings)
     finally:
         con.close()
+        _remove_spill(spill)
     combined = combined_view(result)
     if combined is not None:
         result.summary["combined"] = combined
     result_cache.write_result(key, result)
     return result
+
+
+def _spill_folder(store: Path) -> Path | None:
+    """Where DuckDB may spill during the analysis: this run's folder beside the store (None when it cannot be
+    made, e.g. a read-only folder: DuckDB then keeps its own default)."""
+    from nsight_advisor.run_folder import run_folder
+
+    try:
+        return run_folder(store.parent) / "spill"
+    except OSError:
+        return None
+
+
+def _remove_spill(spill: Path | None) -> None:
+    import shutil
+
+    from nsight_advisor.run_folder import release
+
+    if spill is not None:
+        shutil.rmtree(spill, ignore_errors=True)
+        release(spill.parent)
 
 
 def _unread_by_rules(settings: dict) -> frozenset[str]:
@@ -250,27 +335,81 @@ def write_report(result, fmt: str, output: Path | None) -> None:
         text = render(result, fmt)
         result_cache.write_rendered(result, fmt, text)
     if output is None:
-        print(text, end="" if text.endswith("\n") else "\n")
+        _write_stdout(text)
         return
     write_text_atomic(Path(output), text)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: never a half-written file."""
-    path = path.resolve()
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, expected an output file name")
+    """Write ``text`` to ``path`` through a temporary file and a rename: never a half-written file.
+
+    Only a regular file (or a new name) is ever replaced by the rename. ``-`` is stdout; a pipe, a device or
+    anything under /dev or /proc (``/dev/stdout``) is written to directly, and stays what it is.
+    """
+    if str(path) == "-":
+        _write_stdout(text)
+        return
+    given = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        st = os.stat(given)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise InputError(f"{given}: cannot be written ({exc.strerror or exc})") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{given}: is a directory, expected an output file name")
+    resolved = Path(os.path.realpath(given))
+    special = {Path(os.path.abspath(given)).parts[1:2], resolved.parts[1:2]} & {("dev",), ("proc",)}
+    if (st is not None and not stat.S_ISREG(st.st_mode)) or special:
+        _write_direct(given, text)
+        return
+    try:
+        resolved.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise InputError(f"{path}: cannot create the output's folder: a file of that name is in the way") from None
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        raise InputError(f"{given}: cannot create the output's folder: a file of that name is in the way") from None
+    from nsight_advisor.run_folder import release, temp_path
+
+    # In this run's folder beside the output (same file system for the rename; a short name, since the output's
+    # own may already be as long as the file system allows; reclaimed by a later run if this one is killed).
+    tmp = temp_path(".tmp", near=resolved.parent)
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        _write_file(tmp, text, shown=given)
+        os.replace(tmp, resolved)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        release(tmp.parent)
+
+
+def _write_file(path: Path, text: str, *, shown: Path) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+    except OSError as exc:
+        raise InputError(f"{shown}: cannot be written ({exc.strerror or exc})") from None
+
+
+def _write_direct(path: Path, text: str) -> None:
+    """Write to a pipe or device in place (opening it for append never truncates or replaces a node)."""
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+
+
+def _write_stdout(text: str) -> None:
+    """The report on stdout; a closed or full stdout is an error (exit 2), not a silent loss."""
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except (OSError, ValueError, AttributeError) as exc:
+        problem = getattr(exc, "strerror", None) or "closed"
+        raise InputError(f"stdout: the report cannot be written ({problem})") from None
 
 
 def _printable(text: str) -> str:
@@ -303,15 +442,23 @@ def info(path: Path, fmt: str = "text") -> str:
         desc = describe(con, ids)
     finally:
         con.close()
-    return json.dumps(desc, indent=2, default=str) if fmt == "json" else format_description(desc)
+    from nsight_advisor.control_chars import strip_controls
+
+    return json.dumps(desc, indent=2, default=str) if fmt == "json" else strip_controls(format_description(desc))
 
 
 def query(source: Path, sql: str, fmt: str = "table") -> str:
     """Run read-only SQL over a store or capture; returns text in ``fmt`` (table, csv or json)."""
     import duckdb
 
+    from nsight_advisor.engine.runner import disable_external_access
+
     con, _ = load([source])
     try:
+        # The user's SQL reads the store and nothing else, as a rule's does: no files (COPY TO, read_csv),
+        # no ATTACH, no extension installed or loaded; the configuration is locked so no SET undoes that.
+        disable_external_access(con)
+        con.execute("SET lock_configuration = true")
         try:
             rel = con.sql(sql)
         except duckdb.Error as exc:
@@ -337,7 +484,9 @@ def format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows(rows)
-        return buf.getvalue()
+        from nsight_advisor.control_chars import strip_controls
+
+        return strip_controls(buf.getvalue())
     # control characters from a capture (terminal escapes in kernel names) are shown escaped, never sent raw
     cells = [columns] + [["NULL" if v is None else _printable(str(v)) for v in r] for r in rows]
     widths = [min(60, max(len(row[i]) for row in cells)) for i in range(len(columns))]

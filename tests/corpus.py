@@ -17,6 +17,7 @@ temporary folder) and the run is held to the promise the project makes about bad
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import html
@@ -81,6 +82,12 @@ class Setup:
     secrets: list[str] = field(default_factory=list)  # must not appear in any output (file contents rules read)
     cwd_files: dict[str, str] = field(default_factory=dict)  # files written into the run's working folder
     env: dict[str, str] = field(default_factory=dict)  # environment overrides ("{workdir}" is replaced)
+    output: str | None = None  # -o exactly as given (an input, a FIFO, a device, "-"), instead of out/report.FMT
+    cached_first: bool = False  # the first run reuses the cache (no --no-cache): a damaged cache entry is met
+    interrupt: tuple[int, float] | None = None  # (signal, seconds): sent to the run; expected exit 128 + signal
+    after: Callable[["Run"], list[str]] | None = None  # runs after the CLI (unblocks readers, restores files)
+    close_stdout: bool = False  # the CLI starts with its stdout closed (and no -o: the report goes to stdout)
+    extra_calls: list[tuple[list[str], str]] = field(default_factory=list)  # (argv, "rejected"/"analyzed") run after
 
 
 @dataclass(frozen=True)
@@ -129,13 +136,21 @@ class Run:
     def main(self) -> Invocation:
         return self.calls[0]
 
+    @property
+    def stores(self) -> list[Path]:
+        return sorted((self.workdir / "cache").glob("*.duckdb"))
+
     def report(self, fmt: str = "json"):
         """The parsed JSON report (or None when there is none)."""
         path = self.outputs.get(fmt)
-        if path is None or not path.exists():
+        if self.setup is not None and self.setup.output == "-" and self.calls:
+            text = self.calls[0].stdout
+        elif path is None or not path.is_file():  # a FIFO or a device given to -o is not read back
             return None
+        else:
+            text = path.read_text(encoding="utf-8")
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return json.loads(text)
         except (ValueError, UnicodeDecodeError):
             return None
 
@@ -980,6 +995,544 @@ def b_set(value: str, names: tuple[str, ...]) -> Callable[[Path], Setup]:
     return build
 
 
+# ---- round two (issue 21): data loss, input-at-fault crashes, lifecycle, smaller promises
+
+
+def _fifo_reader(fifo: Path) -> Callable[[Run], list[str]]:
+    """Reads ``fifo`` in a thread while the CLI runs; afterwards: the node is still a FIFO and got the report."""
+    import stat as stat_mod
+    import threading
+
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as fh:
+            got.append(fh.read())
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+
+    def after(run: Run) -> list[str]:
+        with contextlib.suppress(OSError):  # a reader still waiting: let it see end of file
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+        problems = []
+        if not stat_mod.S_ISFIFO(os.lstat(fifo).st_mode):
+            problems.append("the FIFO given to -o was replaced by another kind of file")
+        if run.outcome == "analyzed":
+            try:
+                json.loads((got[0] if got else b"").decode("utf-8"))
+            except ValueError:
+                problems.append("the report did not arrive through the FIFO")
+        return problems
+
+    return after
+
+
+def b_output_is_input(how: str) -> Callable[[Path], Setup]:
+    """-o (or --store) naming the capture itself, a symlink to it or a hard link to it."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder, "capture.sqlite")
+        target = capture
+        if how == "symlink":
+            target = folder.parent / "out" / "link.json"
+            target.parent.mkdir(exist_ok=True)
+            target.symlink_to(capture)
+        elif how == "hardlink":
+            target = folder / "hard-link.json"
+            os.link(capture, target)
+        if how == "store":
+            return Setup(args=[str(capture), "--store", str(capture)], names=[capture.name], watched=[capture],
+                         error_words=["input"])
+        return Setup(args=[str(capture)], names=[target.name], watched=[capture], output=str(target),
+                     error_words=["input"])
+
+    return build
+
+
+def b_output_fifo(folder: Path) -> Setup:
+    out = folder.parent / "out"
+    out.mkdir(exist_ok=True)
+    fifo = out / "report.fifo"
+    os.mkfifo(fifo)
+    setup = _setup(_copy(MOCK, folder))
+    setup.output = str(fifo)
+    setup.after = _fifo_reader(fifo)
+    return setup
+
+
+def b_output_char_device(folder: Path) -> Setup:
+    import stat as stat_mod
+
+    out = folder.parent / "out"
+    out.mkdir(exist_ok=True)
+    node = out / "null-device"
+    try:
+        os.mknod(node, 0o666 | stat_mod.S_IFCHR, os.makedev(1, 3))  # /dev/null's numbers
+    except (PermissionError, OSError) as exc:
+        raise Unavailable(f"cannot create a character device here ({exc.strerror}); needs root") from None
+    setup = _setup(_copy(MOCK, folder))
+    setup.output = str(node)
+
+    def after(run: Run) -> list[str]:
+        return [] if stat_mod.S_ISCHR(os.lstat(node).st_mode) else ["the device given to -o was replaced by a file"]
+
+    setup.after = after
+    return setup
+
+
+def b_output_dash(folder: Path) -> Setup:
+    setup = _setup(_copy(MOCK, folder))
+    setup.output = "-"
+    return setup
+
+
+def b_output_disk_full(folder: Path) -> Setup:
+    if not Path("/dev/full").exists():
+        raise Unavailable("no /dev/full here")
+    setup = _setup(_copy(MOCK, folder))
+    setup.output = "/dev/full"
+    setup.names = ["/dev/full"]
+    setup.error_words = ["no space left"]
+    return setup
+
+
+def b_store_disk_full(folder: Path) -> Setup:
+    """The store's file system fills up mid-ingest (a 400 KiB tmpfs; needs root to mount, else not run)."""
+    capture = _copy(FUSER, folder)
+    small = folder.parent / "small-disk"
+    small.mkdir(exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(small)], capture_output=True,
+                             text=True, timeout=30) if shutil.which("mount") else None
+    if mounted is None or mounted.returncode != 0:
+        raise Unavailable("cannot mount a small tmpfs here (needs root)")
+
+    def after(run: Run) -> list[str]:
+        left = sorted(p.name for p in small.rglob("*"))
+        subprocess.run(["umount", str(small)], capture_output=True, timeout=30)
+        return [f"a full disk kept {left[:3]}"] if left else []
+
+    return Setup(args=[str(capture), "--store", str(small / "store.duckdb")], names=["small-disk"],
+                 watched=[capture], error_words=["no space left"], after=after)
+
+
+def b_output_long_name(folder: Path) -> Setup:
+    setup = _setup(_copy(MOCK, folder))
+    setup.output_name = "r" * 245  # + ".json": 250 characters, the file system allows 255
+    return setup
+
+
+def b_store_long_name(folder: Path) -> Setup:
+    capture = _copy(MOCK, folder)
+    store = folder.parent / "out" / ("s" * 233 + ".duckdb")  # 240 characters
+    store.parent.mkdir(exist_ok=True)
+    return Setup(args=[str(capture), "--store", str(store)], names=[store.name], watched=[capture])
+
+
+def b_cache_damaged(how: str, *, cached_first: bool) -> Callable[[Path], Setup]:
+    """The cached store of the capture damaged after a first analyze: truncated, zeroed or random bytes."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder)
+        workdir = folder.parent
+        first = _cli(["analyze", str(capture), "--format", "json", "-o", str(workdir / "first.json")], workdir,
+                     timeout_s=120)
+        stores = sorted((workdir / "cache").glob("*.duckdb"))
+        (workdir / "first.json").unlink(missing_ok=True)
+        if first.rc != 0 or len(stores) != 1:
+            raise Unavailable(f"could not build the cache entry to damage: {first.stderr.strip()[:200]}")
+        data = stores[0].read_bytes()
+        damaged = {"truncated": data[: len(data) // 3], "zeroed": bytes(len(data)),
+                   "random": _random_bytes("cache-store", len(data))}[how]
+        stores[0].write_bytes(damaged)
+        setup = _setup(capture)
+        setup.cached_first = cached_first
+        return setup
+
+    return build
+
+
+def b_store_user_damaged(folder: Path) -> Setup:
+    capture = _copy(MOCK, folder)
+    store = folder / "mine.duckdb"
+    store.write_bytes(_random_bytes("user-store", 300_000))
+    return Setup(args=[str(capture), "--store", str(store)], names=[store.name], watched=[capture, store],
+                 error_words=["store"])
+
+
+def b_sqlite_stringids_duplicates(folder: Path) -> Setup:
+    path = _copy(MOCK, folder, "capture.sqlite")
+
+    def fn(con):
+        con.execute("create table s2 (id integer, value text)")
+        con.execute("insert into s2 select id, value from StringIds")
+        con.execute("insert into s2 select id, value || ' (again)' from StringIds")  # every id twice
+        con.execute("drop table StringIds")
+        con.execute("alter table s2 rename to StringIds")
+
+    _with_con(path, fn)
+    return _setup(path, error_words=["StringIds"])
+
+
+def b_sqlite_wal_pending(folder: Path) -> Setup:
+    """A WAL-mode export whose -wal file holds rows the main file does not (a copy taken mid-write)."""
+    src = folder / "writer.sqlite"
+    shutil.copyfile(_trace(MOCK), src)
+    con = sqlite3.connect(src)
+    con.execute("pragma journal_mode = wal")
+    con.execute("pragma wal_autocheckpoint = 0")
+    con.execute("insert into CUPTI_ACTIVITY_KIND_KERNEL select * from CUPTI_ACTIVITY_KIND_KERNEL")
+    con.commit()
+    path = folder / "capture.sqlite"
+    shutil.copyfile(src, path)
+    shutil.copyfile(f"{src}-wal", f"{path}-wal")
+    con.close()
+    for leftover in (src, Path(f"{src}-wal"), Path(f"{src}-shm")):
+        leftover.unlink(missing_ok=True)
+    setup = _setup(path)
+    setup.watched.append(Path(f"{path}-wal"))
+    return setup
+
+
+def b_rules_dir_cycle(folder: Path) -> Setup:
+    rules = _rule_folder(folder)
+    (rules / "robustness-probe" / "loop-a").symlink_to(rules)
+    (rules / "robustness-probe" / "loop-b").symlink_to(rules)
+    (rules / "again").symlink_to(rules)
+    return _rules_setup(folder, rules)
+
+
+# -- exports whose damage crashed the ingest (exit 3): now one line, or analyzed with notes
+
+
+def b_sqlite_rename_column(table: str, column: str, new: str) -> Callable[[Path], Setup]:
+    def build(folder: Path) -> Setup:
+        path = _copy(MOCK, folder, "capture.sqlite")
+
+        def fn(con):
+            _drop_indexes(con, table)
+            con.execute(f'alter table "{table}" rename column "{column}" to "{new}"')
+
+        _with_con(path, fn)
+        return _setup(path)
+
+    return build
+
+
+def _retype(con: sqlite3.Connection, table: str, types: dict[str, str], select: dict[str, str] | None = None) -> None:
+    """Recreate ``table`` with some columns declared as other types (values converted by ``select``)."""
+    _drop_indexes(con, table)
+    cols = [r[1] for r in con.execute(f'pragma table_info("{table}")')]
+    decl = ", ".join(f'"{c}" {types.get(c, "")}'.strip() for c in cols)
+    exprs = ", ".join((select or {}).get(c, f'"{c}"') for c in cols)
+    con.execute(f'create table "_retyped" ({decl})')
+    con.execute(f'insert into "_retyped" select {exprs} from "{table}"')
+    con.execute(f'drop table "{table}"')
+    con.execute(f'alter table "_retyped" rename to "{table}"')
+
+
+def b_sqlite_text_times(folder: Path) -> Setup:
+    path = _copy(MOCK, folder, "capture.sqlite")
+    _with_con(path, lambda con: _retype(con, "CUPTI_ACTIVITY_KIND_KERNEL", {"start": "TEXT", "end": "TEXT"},
+                                        {"start": "cast(start as text)", "end": 'cast("end" as text)'}))
+    return _setup(path)
+
+
+def b_sqlite_int64_extremes(folder: Path) -> Setup:
+    path = _copy(FUSER, folder, "capture.sqlite")
+    _edit(path, "update NVTX_EVENTS set start = -9223372036854775808, end = 9223372036854775807 "
+                "where rowid in (select rowid from NVTX_EVENTS limit 3)",
+          "update CUPTI_ACTIVITY_KIND_RUNTIME set start = -9223372036854775808, end = 9223372036854775807 "
+          "where rowid in (select rowid from CUPTI_ACTIVITY_KIND_RUNTIME limit 2)",
+          "update CUPTI_ACTIVITY_KIND_RUNTIME set start = 9223372036854775807, end = 9223372036854775807 "
+          "where rowid in (select rowid from CUPTI_ACTIVITY_KIND_RUNTIME limit 1 offset 5)")
+    return _setup(path)
+
+
+def b_sqlite_virtual_table(folder: Path) -> Setup:
+    path = _copy(MOCK, folder, "capture.sqlite")
+
+    def fn(con):
+        try:
+            con.execute("create virtual table v using fts5(a)")
+        except sqlite3.OperationalError:
+            raise Unavailable("this SQLite has no fts5") from None
+        con.execute("drop table v")
+        _drop_indexes(con, "CUPTI_ACTIVITY_KIND_RUNTIME")
+        con.execute("drop table CUPTI_ACTIVITY_KIND_RUNTIME")
+        con.execute('create virtual table CUPTI_ACTIVITY_KIND_RUNTIME using fts5(start, "end", nameId)')
+
+    _with_con(path, fn)
+    return _setup(path)
+
+
+def b_sqlite_enum_ids(kind: str) -> Callable[[Path], Setup]:
+    def build(folder: Path) -> Setup:
+        path = _copy(MOCK, folder, "capture.sqlite")
+
+        def fn(con):
+            for table in ("ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND", "ENUM_CUDA_KERNEL_LAUNCH_TYPE"):
+                _retype(con, table, {"id": "TEXT"})
+                if kind == "text":
+                    con.execute(f"update {table} set id = 'id-' || id")
+                else:
+                    con.execute(f"update {table} set id = null where rowid % 2 = 0")
+
+        _with_con(path, fn)
+        return _setup(path)
+
+    return build
+
+
+def b_sqlite_stringids_text_ids(folder: Path) -> Setup:
+    path = _copy(MOCK, folder, "capture.sqlite")
+    _with_con(path, lambda con: _retype(con, "StringIds", {"id": "TEXT", "value": "TEXT"},
+                                        {"id": "cast(id as text)"}))
+    return _setup(path)
+
+
+def b_sqlite_gpu_facts_text(folder: Path) -> Setup:
+    path = _copy(MOCK, folder, "capture.sqlite")
+    _edit(path, "update TARGET_INFO_GPU set smCount = 'many', clockRate = 'fast', computeMajor = 'nine', "
+                "l2CacheSize = x'00', totalMemory = 1e400, maxWarpsPerSm = -5")
+    return _setup(path)
+
+
+def b_sqlite_byte_flips(seed: int) -> Callable[[Path], Setup]:
+    """A few random bytes of a real export overwritten (after its header): SQLite's own error text may carry
+    the damage, invalid UTF-8 included."""
+    def build(folder: Path) -> Setup:
+        path = _copy(MOCK, folder, "flipped.sqlite")
+        rng = _rng(f"sqlite-flip-{seed}")
+        size = path.stat().st_size
+        with open(path, "r+b") as fh:
+            for _ in range(8):
+                fh.seek(rng.randrange(100, size))
+                fh.write(bytes([rng.randrange(256)]))
+        return _setup(path)
+
+    return build
+
+
+def b_ncu_byte_flips(seed: int) -> Callable[[Path], Setup]:
+    def build(folder: Path) -> Setup:
+        path = _copy(NCU_REP, folder, "flipped.ncu-rep")
+        rng = _rng(f"ncu-flip-{seed}")
+        size = path.stat().st_size
+        with open(path, "r+b") as fh:
+            fh.seek(rng.randrange(64, size - 3))
+            fh.write(rng.randbytes(3))
+        return _setup(path)
+
+    return build
+
+
+def b_non_utf8_name(folder: Path) -> Setup:
+    name = os.fsdecode(b"capture-\xff\xfe.sqlite")
+    try:
+        path = folder / name
+        shutil.copyfile(_trace(MOCK), path)
+    except (UnicodeEncodeError, OSError) as exc:
+        raise Unavailable(f"this file system refuses non-UTF-8 names ({exc})") from None
+    return _setup(path)
+
+
+def b_capture_replaced(folder: Path) -> Setup:
+    """The capture is swapped with another file again and again while the run reads it."""
+    import threading
+
+    path = _copy(SANDBOX, folder, "capture.sqlite")
+    other = folder.parent / "swap"
+    other.mkdir(exist_ok=True)
+    shutil.copyfile(_trace(NCU_REP), other / "b")
+    shutil.copyfile(path, other / "a")
+    stop = threading.Event()
+
+    def swap() -> None:
+        n = 0
+        while not stop.wait(0.01):
+            n += 1
+            tmp = other / "next"
+            shutil.copyfile(other / ("b" if n % 2 else "a"), tmp)
+            os.replace(tmp, path)
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+
+    def after(run: Run) -> list[str]:
+        stop.set()
+        thread.join(5)
+        shutil.copyfile(other / "a", path)
+        return []
+
+    setup = Setup(args=[str(path)], names=[path.name], watched=[], after=after)
+    return setup
+
+
+def b_lock_held(folder: Path) -> Setup:
+    """Another (stopped) process holds the lock of the store this run needs: the run says what it waits for and
+    gives up after NSIGHT_ADVISOR_LOCK_WAIT_S (2 s here)."""
+    import fcntl
+
+    capture = _copy(MOCK, folder)
+    workdir = folder.parent
+    env = _env(workdir)
+    where = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from nsight_advisor.store_cache "
+                            "import cached_store_path; print(cached_store_path([Path(sys.argv[1]).resolve()]))",
+                            str(capture)], env=env, capture_output=True, text=True, timeout=60)
+    if where.returncode != 0:
+        raise Unavailable(f"cannot compute the cache path: {where.stderr.strip()[-200:]}")
+    lock = Path(where.stdout.strip() + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, str(os.getpid()).encode())
+
+    def after(run: Run) -> list[str]:
+        os.close(fd)
+        lock.unlink(missing_ok=True)
+        return []
+
+    setup = _setup(capture, error_words=["building"])
+    setup.names = [capture.name, lock.name.split(".")[0]]
+    setup.env = {"NSIGHT_ADVISOR_LOCK_WAIT_S": "2"}
+    setup.cached_first = True
+    setup.after = after
+    return setup
+
+
+def b_interrupt(signum: int) -> Callable[[Path], Setup]:
+    """A signal while a rule query runs (a query that would run for minutes): the run stops at once, cleanly."""
+    import signal
+
+    def build(folder: Path) -> Setup:
+        rules = _rule_folder(folder, sql="select 'x' as name, 1.0 as value, 0 as impact_ns "
+                                         "from range(100000000000) t(i) where i = -1 limit 1\n")
+        setup = _rules_setup(folder, rules)
+        setup.interrupt = (signum, 4.0)
+        return setup
+
+    return build
+
+
+# -- smaller promises
+
+
+def b_controls_in_strings(folder: Path) -> Setup:
+    """Terminal escapes (OSC title, CSI clear, a raw ESC, C1 CSI, a bidi override) in kernel and API names."""
+    path = _copy(MOCK, folder, "capture.sqlite")
+    evil = "k\x1b]0;owned\x07\x1b[2J\x1b[31mred\x9b2J\u202egnp.exe\rhidden"
+
+    def fn(con):
+        for sid in _kernel_string_ids(con):
+            con.execute("update StringIds set value = ? || value where id = ?", (evil, sid))
+
+    _with_con(path, fn)
+    return _setup(path)
+
+
+def check_no_controls(run: Run) -> list[str]:
+    """No control character (bar tab and newline) in any text report or anything a command printed."""
+    bad = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    problems = [f"{' '.join(inv.argv[3:4]) or 'a command'} printed a control character"
+                for inv in run.calls if bad.search(inv.stdout) or bad.search(inv.stderr)]
+    for fmt in ("md", "html"):
+        path = run.outputs.get(fmt)
+        if path is not None and path.is_file() and bad.search(path.read_text(encoding="utf-8", errors="replace")):
+            problems.append(f"the {fmt} report holds a control character")
+    return problems
+
+
+def b_query_escape(sql: str, *, home: bool = False) -> Callable[[Path], Setup]:
+    """`query` with SQL that would write a file or install an extension: refused, nothing written."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder)
+        target = folder.parent / "written-by-query.csv"
+        setup = _setup(capture)
+        setup.forbidden = [target, folder.parent / "home" / ".duckdb"]
+        setup.env = {"HOME": "{workdir}/home"}
+        (folder.parent / "home").mkdir(exist_ok=True)
+        setup.names = [capture.name, "query failed"]
+        setup.extra_calls = [(["query", str(capture), sql.format(target=target)], "rejected")]
+        return setup
+
+    return build
+
+
+def b_rules_template(message: str, *, secret: str = "") -> Callable[[Path], Setup]:
+    """A rule whose message template reaches for Python objects or asks for a gigantic width."""
+    def build(folder: Path) -> Setup:
+        toml = _PROBE_TOML.format(extra_top="", default="0.0").replace('message = "{rows} row(s) fired"',
+                                                                       f"message = {json.dumps(message)}")
+        assert message in toml
+        rules = _rule_folder(folder, toml=toml, sql="select 'row' as name, 1.0 as value, 5 as impact_ns\n")
+        setup = _rules_setup(folder, rules, names=["robustness-probe", "NA990"], secrets=[secret] if secret else [])
+        if secret:
+            setup.env = {"NSA_TEST_SECRET": secret}
+        return setup
+
+    return build
+
+
+def b_rules_judge_not_imported(folder: Path) -> Setup:
+    """A rule folder whose judge.py writes a file when imported: `rules list` and an analyze that does not
+    select the rule must not import it."""
+    rules = _rule_folder(folder)
+    marker = folder.parent / "judge-was-imported"
+    (rules / "robustness-probe" / "judge.py").write_text(
+        f"open({str(marker)!r}, 'w').write('imported')\n\ndef judge(row, params):\n    return True\n")
+    setup = _rules_setup(folder, rules)
+    setup.args += ["--select", "NA101"]
+    setup.forbidden = [marker]
+    setup.extra_calls = [(["rules", "list", "--rules-dir", str(rules)], "analyzed")]
+    return setup
+
+
+def b_stdout_closed(folder: Path) -> Setup:
+    setup = _setup(_copy(MOCK, folder))
+    setup.close_stdout = True
+    setup.names = ["stdout"]
+    return setup
+
+
+def b_path_symlink_loop(folder: Path) -> Setup:
+    a, b = folder / "loop-a.sqlite", folder / "loop-b.sqlite"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    return Setup(args=[str(a)], names=[a.name], watched=[], error_words=["loop"])
+
+
+def b_config_is_directory(folder: Path) -> Setup:
+    capture = _copy(MOCK, folder)
+    config = folder / "configs"
+    config.mkdir()
+    return Setup(args=[str(capture), "--config", str(config)], names=[config.name], watched=[capture],
+                 error_words=["directory"])
+
+
+def b_csv_utf16(folder: Path) -> Setup:
+    return _write_csv(folder, "utf16.csv", _csv_text(CSV_DETAILS).encode("utf-16"))
+
+
+def b_kernels_without_device(folder: Path) -> Setup:
+    path = _copy(MOCK, folder, "capture.sqlite")
+
+    def fn(con):
+        _drop_indexes(con, "CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute("alter table CUPTI_ACTIVITY_KIND_KERNEL drop column deviceId")
+
+    _with_con(path, fn)
+    return _setup(path)
+
+
+def check_gpu_rules_skipped(run: Run) -> list[str]:
+    """When analyzed: the rules that need the kernel's GPU are skipped with a reason, not reported clean."""
+    report = run.report() or {}
+    wanted = {"small-grid", "tail-effect", "low-occupancy"}
+    outcomes = {o.get("rule_name"): o for o in report.get("outcomes", []) if o.get("rule_name") in wanted}
+    return [f"{name} is {o.get('status')}, expected skipped (no kernel deviceId)" for name, o in outcomes.items()
+            if o.get("status") != "skipped" or not o.get("reason")]
+
+
 # --------------------------------------------------------------------------------------------------- extra checks
 
 
@@ -1419,6 +1972,114 @@ CASES: tuple[Case, ...] = (
          store_may_remain=True),
     Case("set-nan", "config", "--set robustness-probe.min_value=nan", b_set("robustness-probe.min_value=nan",
          ("min_value", "nan")), "either", sources=(MOCK,), store_may_remain=True),
+    # round two (issue 21) -- data loss and wrong answers
+    Case("output-is-input", "data-loss", "-o names the capture itself", b_output_is_input("same"), "rejected",
+         sources=(MOCK,)),
+    Case("output-symlink-to-input", "data-loss", "-o names a symlink to the capture", b_output_is_input("symlink"),
+         "rejected", sources=(MOCK,)),
+    Case("output-hardlink-to-input", "data-loss", "-o names a hard link to the capture",
+         b_output_is_input("hardlink"), "rejected", sources=(MOCK,)),
+    Case("store-is-input", "data-loss", "--store names the capture itself", b_output_is_input("store"), "rejected",
+         sources=(MOCK,)),
+    Case("output-fifo", "data-loss", "-o names a FIFO with a reader: written through, still a FIFO",
+         b_output_fifo, "analyzed", sources=(MOCK,)),
+    Case("output-char-device", "data-loss", "-o names a character device (1,3 as /dev/null): still a device",
+         b_output_char_device, "analyzed", sources=(MOCK,)),
+    Case("output-dash", "data-loss", "-o - writes the report to stdout", b_output_dash, "analyzed",
+         sources=(MOCK,)),
+    Case("cache-store-truncated", "data-loss", "the cached store cut to a third, then analyze --no-cache",
+         b_cache_damaged("truncated", cached_first=False), "analyzed", sources=(MOCK,)),
+    Case("cache-store-zeroed", "data-loss", "the cached store overwritten with zeros, then analyze",
+         b_cache_damaged("zeroed", cached_first=True), "analyzed", sources=(MOCK,), formats=("json", "md")),
+    Case("cache-store-random", "data-loss", "the cached store overwritten with random bytes, then analyze",
+         b_cache_damaged("random", cached_first=True), "analyzed", sources=(MOCK,)),
+    Case("store-user-damaged", "data-loss", "--store names a damaged file of the user's: named, left as it is",
+         b_store_user_damaged, "rejected", sources=(MOCK,), also=("ingest",)),
+    Case("sqlite-stringids-duplicate-ids", "data-loss", "StringIds gives every id two values",
+         b_sqlite_stringids_duplicates, "rejected", sources=(MOCK,)),
+    Case("sqlite-wal-pending-rows", "data-loss", "WAL-mode export whose -wal file holds rows the main file lacks",
+         b_sqlite_wal_pending, "analyzed", sources=(MOCK,)),
+    Case("rules-dir-symlink-cycle", "data-loss", "a rules folder holding symlinks to itself (directory cycles)",
+         b_rules_dir_cycle, "analyzed", sources=(MOCK,), timeout_s=90, store_may_remain=True),
+    # round two -- the input at fault, not the program (was exit 3)
+    Case("sqlite-renamed-kernel-column", "input-at-fault", "kernel table's start column renamed",
+         b_sqlite_rename_column("CUPTI_ACTIVITY_KIND_KERNEL", "start", "begin"), "either", sources=(MOCK,)),
+    Case("sqlite-renamed-runtime-column", "input-at-fault", "runtime table's nameId column renamed",
+         b_sqlite_rename_column("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId", "name_ref"), "either", sources=(MOCK,)),
+    Case("sqlite-renamed-stringids-column", "input-at-fault", "StringIds' value column renamed",
+         b_sqlite_rename_column("StringIds", "value", "text"), "either", sources=(MOCK,)),
+    Case("sqlite-text-start-end", "input-at-fault", "kernel start/end declared and stored as TEXT",
+         b_sqlite_text_times, "either", sources=(MOCK,)),
+    Case("sqlite-int64-extremes", "input-at-fault", "INT64 extremes as NVTX and runtime start/end",
+         b_sqlite_int64_extremes, "analyzed", sources=(FUSER,),
+         also=("ingest",), checks=(check_notes("api_calls"),)),
+    Case("sqlite-virtual-table", "input-at-fault", "the runtime table replaced by an FTS5 virtual table",
+         b_sqlite_virtual_table, "either", sources=(MOCK,)),
+    Case("sqlite-enum-text-ids", "input-at-fault", "ENUM tables whose ids are text",
+         b_sqlite_enum_ids("text"), "either", sources=(MOCK,)),
+    Case("sqlite-enum-null-ids", "input-at-fault", "ENUM tables with NULL ids", b_sqlite_enum_ids("null"),
+         "either", sources=(MOCK,)),
+    Case("sqlite-stringids-text-ids", "input-at-fault", "StringIds ids declared and stored as TEXT",
+         b_sqlite_stringids_text_ids, "either", sources=(MOCK,)),
+    Case("sqlite-gpu-facts-text", "input-at-fault", "GPU facts that are text, a blob, 1e400 and negative",
+         b_sqlite_gpu_facts_text, "either", sources=(MOCK,)),
+    # seeds 10 (SQLite's error text not UTF-8), 14 (a name not UTF-8 reaching DuckDB) and 37 (the reader's metric
+    # lookup fails) crashed the ingest before; the others are a sample
+    *(Case(f"sqlite-byte-flips-{n}", "input-at-fault", f"8 random bytes of a real export overwritten (seed {n})",
+           b_sqlite_byte_flips(n), "either", sources=(MOCK,)) for n in (0, 1, 2, 3, 4, 5, 10)),
+    *(Case(f"ncu-rep-byte-flips-{n}", "input-at-fault", f"3 bytes of a real .ncu-rep overwritten (seed {n})",
+           b_ncu_byte_flips(n), "either", sources=(NCU_REP,)) for n in (0, 1, 2, 3, 4, 14, 37)),
+    Case("capture-replaced-during-run", "input-at-fault", "the capture swapped with an .ncu-rep every 10 ms",
+         b_capture_replaced, "either", sources=(SANDBOX, NCU_REP)),
+    Case("path-non-utf8-name", "input-at-fault", "a real export whose file name holds bytes that are not UTF-8",
+         b_non_utf8_name, "analyzed", sources=(MOCK,), also=("info",)),
+    Case("interrupt-sigint", "input-at-fault", "Ctrl-C (SIGINT) while a rule query runs", b_interrupt(2),
+         "interrupted", sources=(MOCK,), store_may_remain=True, timeout_s=60),
+    Case("report-disk-full", "input-at-fault", "-o /dev/full: the report's disk is full", b_output_disk_full,
+         "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("store-disk-full", "input-at-fault", "--store on a file system that fills up during the ingest",
+         b_store_disk_full, "rejected", sources=(FUSER,)),
+    # round two -- lifecycle
+    Case("interrupt-sigterm", "lifecycle", "SIGTERM while a rule query runs: temporary files removed",
+         b_interrupt(15), "interrupted", sources=(MOCK,), store_may_remain=True, timeout_s=60),
+    Case("lock-held-by-stopped-process", "lifecycle", "another process holds the store's lock and never lets go",
+         b_lock_held, "rejected", sources=(MOCK,), timeout_s=60),
+    # round two -- smaller promises
+    Case("strings-with-control-chars", "smaller-promises", "OSC/CSI escapes, C1 CSI, a bidi override and CR in names",
+         b_controls_in_strings, "analyzed", sources=(MOCK,), formats=("md", "html"), also=("info", "query"),
+         checks=(lambda run: check_no_controls(run),)),
+    Case("query-copy-to", "smaller-promises", "`query` with COPY ... TO a file", b_query_escape(
+        "copy (select * from kernels) to '{target}'"), "analyzed", sources=(MOCK,)),
+    Case("query-install-extension", "smaller-promises", "`query` with INSTALL httpfs (HOME in the case's folder)",
+         b_query_escape("install httpfs"), "analyzed", sources=(MOCK,)),
+    Case("query-reenable-access", "smaller-promises", "`query` that turns external access back on, then reads",
+         b_query_escape("set enable_external_access = true"), "analyzed", sources=(MOCK,)),
+    Case("rules-template-globals", "smaller-promises", "a message template reaching module globals and the "
+         "environment", b_rules_template("{top.__init__.__globals__}", secret="s3cr3t-token-4711"), "analyzed",
+         sources=(MOCK,), store_may_remain=True, checks=(check_probe_not_findings,)),
+    Case("rules-template-huge-width", "smaller-promises", "a message template asking for a 1e9-character width",
+         b_rules_template("{rows:>1000000000}"), "analyzed", sources=(MOCK,), store_may_remain=True,
+         checks=(check_probe_not_findings, check_report_bounded)),
+    Case("rules-judge-not-imported", "smaller-promises", "judge.py of an unselected rule, and `rules list`",
+         b_rules_judge_not_imported, "analyzed", sources=(MOCK,), store_may_remain=True),
+    Case("config-time-limit-inf", "smaller-promises", "rule_time_limit_s = inf", b_config(
+        "rule_time_limit_s = inf\n", ("rule_time_limit_s",)), "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("config-time-limit-nan", "smaller-promises", "rule_time_limit_s = nan", b_config(
+        "rule_time_limit_s = nan\n", ("rule_time_limit_s",)), "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("stdout-closed", "smaller-promises", "analyze with its stdout closed and no -o", b_stdout_closed,
+         "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("path-symlink-loop", "smaller-promises", "the capture is a loop of two symlinks", b_path_symlink_loop,
+         "rejected"),
+    Case("config-is-directory", "smaller-promises", "--config names a directory", b_config_is_directory,
+         "rejected", sources=(MOCK,), store_may_remain=True),
+    Case("csv-utf16", "smaller-promises", "a real details CSV saved again as UTF-16", b_csv_utf16, "analyzed",
+         sources=(CSV_DETAILS,)),
+    Case("kernels-without-device-id", "smaller-promises", "kernel table without its deviceId column",
+         b_kernels_without_device, "analyzed", sources=(MOCK,), checks=(check_gpu_rules_skipped,)),
+    Case("output-long-name", "lifecycle", "a 250-character -o file name", b_output_long_name, "analyzed",
+         sources=(MOCK,)),
+    Case("store-long-name", "lifecycle", "a 240-character --store file name", b_store_long_name, "analyzed",
+         sources=(MOCK,)),
 )
 
 
@@ -1436,20 +2097,37 @@ def _env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def _cli(args: list[str], workdir: Path, *, timeout_s: int, env: dict[str, str] | None = None) -> Invocation:
-    """Run ``python -m nsight_advisor ARGS`` in ``workdir/cwd`` with the cache and TMPDIR inside ``workdir``."""
+def _cli(args: list[str], workdir: Path, *, timeout_s: int, env: dict[str, str] | None = None,
+         interrupt: tuple[int, float] | None = None, close_stdout: bool = False) -> Invocation:
+    """Run ``python -m nsight_advisor ARGS`` in ``workdir/cwd`` with the cache and TMPDIR inside ``workdir``;
+    ``interrupt``: (signal, seconds) sent to the process after that long."""
     for sub in ("cache", "xdg-cache", "tmp", "cwd"):
         (workdir / sub).mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "nsight_advisor", *args]
+    if interrupt is not None:  # a background test run may ignore SIGINT, and a child inherits that: undo it
+        argv[1:3] = ["-c", "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                           "runpy.run_module('nsight_advisor', run_name='__main__')"]
+    if close_stdout:  # as `nsight-advisor analyze X >&-` does: fd 1 closed before Python starts
+        argv[1:3] = ["-c", "import os, subprocess, sys; sys.exit(subprocess.call([sys.executable, '-m', "
+                           "'nsight_advisor', *sys.argv[1:]], stdout=subprocess.DEVNULL, "
+                           "preexec_fn=lambda: os.close(1)))"]
     full_env = _env(workdir)
     full_env.update({k: v.replace("{workdir}", str(workdir)) for k, v in (env or {}).items()})
     started = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=workdir / "cwd", env=full_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    if interrupt is not None:
+        signum, delay = interrupt
+        time.sleep(delay)
+        if proc.poll() is None:
+            proc.send_signal(signum)
     try:
-        proc = subprocess.run(argv, cwd=workdir / "cwd", env=full_env, capture_output=True,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL)
-        rc, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, out, err = None, exc.stdout or b"", exc.stderr or b""
+        out, err = proc.communicate(timeout=timeout_s)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        rc = None
     inv = Invocation(argv=argv, rc=rc, stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
                      seconds=time.monotonic() - started)
     if rc == 3:
@@ -1516,6 +2194,8 @@ def _output_path(setup: Setup, out_dir: Path, fmt: str) -> Path:
 def _classify(inv: Invocation) -> str:
     if inv.rc is None:
         return "timed out"
+    if inv.rc in (130, 143):
+        return "interrupted"
     if inv.rc == 2:
         return "rejected"
     if inv.rc in (0, 1):
@@ -1527,7 +2207,8 @@ def _classify(inv: Invocation) -> str:
 
 def _check_error_line(inv: Invocation, setup: Setup, label: str) -> list[str]:
     problems = []
-    text = inv.stderr.strip()
+    # a run that waited for a lock said so first: the rejection is the line after that notice
+    text = "\n".join(ln for ln in inv.stderr.strip().splitlines() if not ln.startswith("nsight-advisor: waiting for"))
     lines = text.splitlines()
     if "Traceback" in inv.stderr or "Traceback" in inv.stdout:
         problems.append(f"{label}: traceback printed")
@@ -1559,14 +2240,16 @@ def run_case(case: Case, workdir: Path) -> Run:
     listing_before = _listing(inputs)
 
     for n, fmt in enumerate(case.formats):
-        output = _output_path(setup, out_dir, fmt)
+        output = Path(setup.output) if setup.output is not None else _output_path(setup, out_dir, fmt)
         if setup.existing_output is not None:
             output.write_bytes(setup.existing_output)
         out_before = _listing(out_dir)
         # the first format ingests afresh; the others may reuse the cached store (the cache is checked too)
-        cache_flag = ["--no-cache"] if n == 0 else []
-        inv = _cli(["analyze", *setup.args, "--format", fmt, "-o", str(output), *cache_flag], workdir,
-                   timeout_s=case.timeout_s, env=setup.env)
+        cache_flag = ["--no-cache"] if n == 0 and not setup.cached_first else []
+        out_flag = [] if setup.close_stdout else ["-o", str(output)]
+        inv = _cli(["analyze", *setup.args, "--format", fmt, *out_flag, *cache_flag], workdir,
+                   timeout_s=case.timeout_s, env=setup.env, interrupt=setup.interrupt,
+                   close_stdout=setup.close_stdout)
         run.calls.append(inv)
         run.outputs[fmt] = output
         outcome = _classify(inv)
@@ -1580,18 +2263,33 @@ def run_case(case: Case, workdir: Path) -> Run:
             if setup.existing_output is not None:
                 if not output.exists() or output.read_bytes() != setup.existing_output:
                     run.problems.append(f"{label}: a failed run changed the existing report")
-            elif output.is_file():
+            elif output.is_file() and setup.output is None:
                 run.problems.append(f"{label}: a failed run left a report at {output.name}")
             new = _listing(out_dir) - out_before - {output.name}
             if new and setup.output_name not in ("<dir>", "<file-parent>"):
                 run.problems.append(f"{label}: a failed run left {sorted(new)} in the output folder")
-        elif outcome == "analyzed":
+        elif outcome == "analyzed" and setup.output == "-":
+            run.problems += _check_report_text(inv.stdout, fmt, label)
+            if (workdir / "cwd" / "-").exists():
+                run.problems.append(f"{label}: -o - wrote a file named '-' instead of stdout")
+        elif outcome == "analyzed" and setup.output is None:
             run.problems += _check_report(output, fmt, label)
-        if outcome == "rejected" and not case.store_may_remain and list((workdir / "cache").glob("*.duckdb")):
+        if outcome in ("rejected", "interrupted") and not case.store_may_remain and run.stores:
             run.problems.append(f"{label}: a failed ingest left a store in the cache folder")
         run.problems += [f"{label}: left {name} in the output folder" for name in _leftovers(out_dir)]
         run.problems += [f"{label}: left {name} in the cache folder" for name in _leftovers(workdir / "cache")]
 
+    for argv, expected in setup.extra_calls:
+        extra = _cli(argv, workdir, timeout_s=case.timeout_s, env=setup.env)
+        run.calls.append(extra)
+        label = " ".join(argv[:2])
+        got = _classify(extra)
+        run.problems += _check_invocation(case, setup, extra, got, label)
+        if got != expected:
+            run.problems.append(f"{label}: {got}, expected {expected}: {extra.stderr.strip()[-200:]}")
+    if setup.after is not None:
+        run.problems += setup.after(run)
+    run.problems += _check_temp_folders(run)
     first_capture = setup.args[0] if setup.args else ""
     for command in case.also:
         if command == "query":
@@ -1626,6 +2324,9 @@ def run_case(case: Case, workdir: Path) -> Run:
         for fmt, path in run.outputs.items():
             if path.is_file() and secret in path.read_text(encoding="utf-8", errors="replace"):
                 run.problems.append(f"{fmt} report contains text read from a system file ({secret[:20]!r})")
+    run.problems += check_no_negative_notes(run)
+    if case.expect == "interrupted" and run.outcome != "interrupted":
+        run.problems.append(f"expected exit 130/143 after the signal, got {run.outcome}")
     if case.expect == "rejected" and run.outcome == "analyzed":
         run.problems.append("accepted an input that must be rejected with exit 2")
     if case.expect == "analyzed" and run.outcome == "rejected":
@@ -1639,7 +2340,37 @@ def run_case(case: Case, workdir: Path) -> Run:
     return run
 
 
+def _check_temp_folders(run: Run) -> list[str]:
+    """Every temporary file lives in the run's own folder and goes with it: TMPDIR stays empty, and no run folder
+    (``.nsa-run-*``) or other hidden file is left anywhere in the case's folder."""
+    problems = []
+    tmp = run.workdir / "tmp"
+    left = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*")) if tmp.exists() else []
+    left = [name for name in left if not name.startswith("nsight-advisor-crash-")]  # exit 3 is reported itself
+    if left:
+        problems.append(f"left {left[:3]} in TMPDIR")
+    runs = sorted(p.name for p in run.workdir.rglob(".nsa-*"))
+    if runs:
+        problems.append(f"left {runs[:3]} behind")
+    return problems
+
+
+def check_no_negative_notes(run: Run) -> list[str]:
+    """When analyzed: no ingest note counts a negative number of rows."""
+    if run.outcome != "analyzed":
+        return []
+    rows = run.store_rows("select data, rows from ingest_notes where rows < 0") or []
+    return [f"ingest note on {data} counts {rows} rows" for data, rows in rows]
+
+
 def _check_invocation(case: Case, setup: Setup, inv: Invocation, outcome: str, label: str) -> list[str]:
+    if outcome == "interrupted":
+        problems = []
+        if inv.stderr.strip() != "nsight-advisor: interrupted":
+            problems.append(f"{label}: interrupted, but stderr is {inv.stderr.strip()[-200:]!r}")
+        if setup.interrupt is None:
+            problems.append(f"{label}: exit {inv.rc} without a signal")
+        return problems
     if outcome == "timed out":
         return [f"{label}: still running after {case.timeout_s} s (hang)"]
     if outcome == "crashed":
@@ -1652,6 +2383,17 @@ def _check_invocation(case: Case, setup: Setup, inv: Invocation, outcome: str, l
     if "Traceback" in inv.stderr:
         problems.append(f"{label}: traceback printed on success")
     return problems
+
+
+def _check_report_text(text: str, fmt: str, label: str) -> list[str]:
+    if not text.strip():
+        return [f"{label}: exit 0 but nothing on stdout"]
+    if fmt in ("json", "sarif"):
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return [f"{label}: stdout is not valid JSON ({exc})"]
+    return []
 
 
 def _check_report(output: Path, fmt: str, label: str) -> list[str]:
@@ -1679,7 +2421,9 @@ def _message(run: Run) -> str:
         text = inv.stderr.strip()[-300:]
     text = text.replace(str(run.workdir / "input") + "/", "").replace(str(run.workdir) + "/", "")
     text = re.sub(r"/\S*/nsight-advisor-crash-\S+\.txt", "<crash file>", text)
-    return text
+    # what changes from run to run (a pid, a cache key) would make the generated doc churn
+    text = re.sub(r"process \d+", "process PID", text)
+    return re.sub(r"\b[0-9a-f]{16}-[0-9a-f]{16}\b", "KEY", text)
 
 
 def _summary(run: Run) -> str:
@@ -1710,6 +2454,43 @@ def _cell(text: str, limit: int = 260) -> str:
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
+#: The classes of cases, in the order the doc lists them (``Case.group``).
+GROUPS = {
+    "path": "paths: missing, folders, pipes, hostile names",
+    "empty": "empty files",
+    "sqlite": "damaged or edited Nsight Systems exports",
+    "nsys-rep": "raw Nsight Systems reports",
+    "ncu-rep": "damaged Nsight Compute reports",
+    "csv": "damaged or foreign ncu CSV files",
+    "store": "damaged or foreign stores",
+    "output": "outputs and the cache folder",
+    "rules": "hostile or broken rule folders",
+    "config": "bad configuration",
+    "data-loss": "data loss and wrong answers: outputs resolving to an input, FIFOs and devices, damaged cache "
+                 "entries, duplicate string ids, WAL exports, rule-folder cycles",
+    "input-at-fault": "the input at fault, not the program (once exit 3): renamed columns, TEXT times, INT64 "
+                      "extremes, virtual tables, bad ENUM and string ids, non-numeric GPU facts, byte flips, a "
+                      "capture replaced mid-run, non-UTF-8 names, Ctrl-C, a full disk",
+    "lifecycle": "lifecycle: signals, locks, temporary names",
+    "smaller-promises": "smaller promises: control characters, `query` sandbox, message templates, judge.py, "
+                        "time limits, closed stdout, missing deviceId, messages",
+}
+
+
+def _class_table(runs: list[Run]) -> list[str]:
+    lines = ["| class | cases | pass | outcomes |", "|---|---|---|---|"]
+    for group, title in GROUPS.items():
+        mine = [r for r in runs if r.case.group == group]
+        if not mine:
+            continue
+        outcomes: dict[str, int] = {}
+        for r in mine:
+            outcomes[r.outcome] = outcomes.get(r.outcome, 0) + 1
+        spread = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
+        lines.append(f"| {_cell(title, 300)} | {len(mine)} | {sum(1 for r in mine if not r.problems)} | {spread} |")
+    return lines
+
+
 def render_doc(runs: list[Run], skipped: dict[str, str]) -> str:
     """docs/robustness.md: the corpus table (input, expected, outcome, message, verdict)."""
     ok = sum(1 for r in runs if not r.problems)
@@ -1727,10 +2508,20 @@ def render_doc(runs: list[Run], skipped: dict[str, str]) -> str:
         "store left behind) or **analyzed** (exit 0 with a report; rows dropped or repaired are listed in "
         "`ingest_notes` and the report), and in every case the input is byte-identical afterwards, no temporary "
         "file is left, and nothing from the input runs (hostile names are escaped in HTML; rule SQL cannot write, "
-        "attach, copy or read files).",
+        "attach, copy or read files). A case expected to be **interrupted** gets SIGINT or SIGTERM mid-run and must "
+        "exit 130 or 143 with the one line `nsight-advisor: interrupted`. Every case also holds to: no exit 3, "
+        "TMPDIR empty afterwards and no run folder (`.nsa-run-*`) or other temporary file left anywhere in the "
+        "case's folder (every temporary file lives in the run's own folder and goes with it), and no ingest note "
+        "counting a negative number of rows.",
         "",
         f"{len(runs)} cases run, {ok} pass, {len(runs) - ok} fail"
         + (f", {len(skipped)} not run here" if skipped else "") + ".",
+        "",
+        "## Classes",
+        "",
+        *_class_table(runs),
+        "",
+        "## Cases",
         "",
         "| # | case | input | expected | outcome | message | verdict |",
         "|---|---|---|---|---|---|---|",

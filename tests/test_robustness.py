@@ -42,6 +42,25 @@ REQUIRED_KINDS = {
     "rule SQL that writes, attaches, copies or reads files": ["rules-sql-write", "rules-sql-attach",
                                                               "rules-sql-copy-to", "rules-sql-read-file"],
     "queries returning millions of rows": ["rules-million-rows"],
+    # issue 21 (round two), class by class
+    "-o/--store resolving to an input": ["output-is-input", "output-symlink-to-input", "output-hardlink-to-input",
+                                         "store-is-input"],
+    "FIFOs, devices and stdout as -o": ["output-fifo", "output-char-device", "output-dash"],
+    "damaged cache entries and user stores": ["cache-store-truncated", "cache-store-zeroed", "cache-store-random",
+                                              "store-user-damaged"],
+    "StringIds duplicates and WAL exports": ["sqlite-stringids-duplicate-ids", "sqlite-wal-pending-rows"],
+    "rule folders with directory cycles": ["rules-dir-symlink-cycle"],
+    "input-caused exit 3": ["sqlite-renamed-kernel-column", "sqlite-renamed-runtime-column",
+                            "sqlite-renamed-stringids-column", "sqlite-text-start-end", "sqlite-int64-extremes",
+                            "sqlite-virtual-table", "sqlite-enum-text-ids", "sqlite-enum-null-ids",
+                            "sqlite-stringids-text-ids", "sqlite-gpu-facts-text", "sqlite-byte-flips-0",
+                            "ncu-rep-byte-flips-0", "capture-replaced-during-run", "report-disk-full",
+                            "path-non-utf8-name", "interrupt-sigint"],
+    "lifecycle": ["interrupt-sigterm", "lock-held-by-stopped-process", "output-long-name", "store-long-name"],
+    "smaller promises": ["strings-with-control-chars", "query-copy-to", "query-install-extension",
+                         "rules-template-globals", "rules-template-huge-width", "rules-judge-not-imported",
+                         "config-time-limit-inf", "config-time-limit-nan", "stdout-closed",
+                         "kernels-without-device-id", "path-symlink-loop", "config-is-directory", "csv-utf16"],
 }
 
 
@@ -92,7 +111,8 @@ def test_corpus_size_and_coverage():
     assert len(ids) == len(set(ids))
     for kind, cases in REQUIRED_KINDS.items():
         assert set(cases) <= set(ids), f"{kind}: {set(cases) - set(ids)} missing from the corpus"
-    assert {c.expect for c in corpus.CASES} <= {"rejected", "analyzed", "either"}
+    assert {c.expect for c in corpus.CASES} <= {"rejected", "analyzed", "either", "interrupted"}
+    assert {c.group for c in corpus.CASES} <= set(corpus.GROUPS), "a case's class is missing from corpus.GROUPS"
 
 
 def test_corpus_builders_are_deterministic(tmp_path):

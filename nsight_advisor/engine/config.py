@@ -18,6 +18,7 @@ Every mistake is a :class:`~nsight_advisor.errors.ConfigError` naming the file o
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,9 @@ def find_config(config_path: Path | None, cwd: Path | None = None) -> Config:
     cwd = Path.cwd() if cwd is None else Path(cwd)
     if config_path is not None:
         path = Path(config_path)
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a directory, expected a config file (nsight-advisor.toml or "
+                              f"pyproject.toml)")
         if not path.is_file():
             raise ConfigError(f"{path}: no such config file")
         data = _read(path)
@@ -94,8 +98,10 @@ def parse_config(data: dict, path: Path, prefix: str = "") -> Config:
         return value
 
     limit = data.get("rule_time_limit_s")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
-        raise ConfigError(f"{path}: key '{prefix}rule_time_limit_s': expected a positive number of seconds")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                              or not math.isfinite(limit) or limit <= 0):
+        raise ConfigError(f"{path}: key '{prefix}rule_time_limit_s': expected a positive, finite number of "
+                          f"seconds, got {limit!r}")
     rules = data.get("rules", {})
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
         raise ConfigError(f"{path}: key '{prefix}rules': expected tables such as [rules.small-grid]")

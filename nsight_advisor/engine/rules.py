@@ -332,7 +332,7 @@ def load_rule(folder: Path, *, builtin: bool = False) -> Rule:
     if not query.strip():
         raise RuleError(f"{query_path}: empty; write the rule's SELECT there")
 
-    judge = _load_judge(folder / "judge.py") if (folder / "judge.py").exists() else None
+    judge = LazyJudge(folder / "judge.py") if (folder / "judge.py").exists() else None
     judgement_raw = top.get("judgement", dict, required=judge is None,
                             fix="add [judgement] column/op/param, or a judge.py with judge(row, params)")
     judgement = _load_judgement(judgement_raw, path, params) if judgement_raw is not None else None
@@ -484,6 +484,23 @@ def _load_docs(raw: dict, path: Path) -> dict[str, str]:
     docs = {s: t.get(s, str, fix=f"add docs.{s} (sections: what, why, fix, limits)") for s in DOC_SECTIONS}
     t.reject_unknown()
     return docs
+
+
+class LazyJudge:
+    """A rule's ``judge.py``, imported on the first call only: listing rules, or loading a rule that is not
+    selected, runs none of a rule folder's Python."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._judge: Callable[[dict, dict], bool] | None = None
+
+    def __call__(self, row: dict, params: dict) -> bool:
+        if self._judge is None:
+            self._judge = _load_judge(self.path)
+        return self._judge(row, params)
+
+    def __repr__(self) -> str:
+        return f"LazyJudge({str(self.path)!r})"
 
 
 def _load_judge(path: Path) -> Callable[[dict, dict], bool]:

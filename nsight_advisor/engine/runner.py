@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import math
+import re
 import string
 import threading
 import time
@@ -58,7 +59,7 @@ def run_rule_on_capture(con: duckdb.DuckDBPyConnection, rule: Rule, capture: dic
     """Run ``rule`` for one capture (a row of ``captures`` as a dict); never raises for a rule's fault."""
     capture_id = capture["capture_id"]
     try:
-        missing = _missing_requirement(con, rule, capture_id)
+        missing = _missing_requirement(con, rule, capture_id) or _kernels_without_gpu(con, rule, capture_id)
         if missing is not None:
             return missing
         groups = _firing_groups(con, rule, capture_id, time_limit_s)
@@ -91,6 +92,39 @@ def _missing_requirement(con, rule: Rule, capture_id: int) -> CaptureResult | No
                 reason += f" ({note})"
             return CaptureResult("skipped", reason=reason, capture_option=req.capture_option)
     return None
+
+
+def _kernels_without_gpu(con, rule: Rule, capture_id: int) -> CaptureResult | None:
+    """Skipped, with the reason, when the rule reads GPU facts (``gpus``, itself or through a view) and the
+    capture's kernels name no GPU (an export without deviceId): joined to nothing, its rows would all vanish
+    and the rule would look clean."""
+    try:
+        views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+        if not _reads_table(rule.query, "gpus", views):
+            return None
+        total, with_gpu = sql_params.execute(
+            con, "SELECT count(*), count(device_id) FROM kernels WHERE capture_id = ?", [capture_id]).fetchone()
+    except duckdb.Error:
+        return None
+    if not total or with_gpu:
+        return None
+    return CaptureResult("skipped", reason=f"none of the capture's {total} kernels records the GPU it ran on (the "
+                         "export has no deviceId), so the GPU facts this rule needs cannot be matched",
+                         capture_option="a current nsys export (nsys export --type sqlite) records it")
+
+
+def _reads_table(sql: str, table: str, views: dict[str, str]) -> bool:
+    """True when ``sql`` names ``table``, itself or in the definition of a view it reads (transitively)."""
+    seen: set[str] = set()
+    pending = [sql]
+    while pending:
+        words = set(re.findall(r"[a-z_][a-z0-9_]*", pending.pop().lower()))
+        if table in words:
+            return True
+        for view in sorted((words & views.keys()) - seen):
+            seen.add(view)
+            pending.append(views[view])
+    return False
 
 
 def _capture_missing_note(con, capture_id: int, data: str) -> str:
@@ -158,11 +192,16 @@ def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int)
         columns = [d[0] for d in cur.description]
         rows = cur.fetchmany(max_rows)
     except duckdb.InterruptException:
+        if time.monotonic() - started < time_limit_s:  # not our timer: the user's Ctrl-C stops the whole run
+            raise KeyboardInterrupt from None
         raise RuleRunError(f"query stopped after the time limit of {time_limit_s:g} s") from None
     except duckdb.Error as exc:
         if time.monotonic() - started >= time_limit_s and "interrupt" in str(exc).lower():
             raise RuleRunError(f"query stopped after the time limit of {time_limit_s:g} s") from None
         raise RuleRunError(f"query failed: {_first_lines(exc)}") from None
+    except BaseException:  # SIGTERM or Ctrl-C while the query runs: stop it, or closing the cursor waits for it
+        cur.interrupt()
+        raise
     finally:
         timer.cancel()
         timer.join()
@@ -380,23 +419,12 @@ def message_context(rule: Rule, rows: int, impact_ns: int, impact_pct: float, ob
             "group": group}
 
 
-class _SafeFormatter(string.Formatter):
-    # A NULL or a non-number under a numeric format spec prints as text instead of failing the rule.
-    def format_field(self, value: Any, format_spec: str) -> str:
-        if value is None:
-            return "n/a"
-        if isinstance(value, decimal.Decimal):
-            value = float(value)
-        try:
-            return super().format_field(value, format_spec)
-        except (ValueError, TypeError):
-            return str(value)
-
-
 def format_message(template: str, context: dict[str, Any]) -> str:
     """Fill a message template; RuleRunError naming the placeholder when one is unknown."""
     try:
-        return _SafeFormatter().vformat(template, (), context)
+        from nsight_advisor.engine.message_format import MessageFormatter
+
+        return MessageFormatter().vformat(template, (), context)
     except (KeyError, AttributeError, IndexError) as exc:
         raise RuleRunError(f"message placeholder {exc} is unknown (names: rows, impact, impact_pct, threshold, "
                            "observed, group, top.COLUMN and the params)") from None

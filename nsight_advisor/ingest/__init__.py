@@ -15,6 +15,7 @@ from typing import Collection, Sequence
 import duckdb
 
 from nsight_advisor.ingest.detect import detect_format
+from nsight_advisor.ingest.failures import classified
 
 
 def ingest_captures(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,
@@ -24,6 +25,7 @@ def ingest_captures(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, P
         ingest_capture(con, capture_id, Path(path), progress=progress, defer=defer)
 
 
+@classified
 def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *, progress: bool = False,
                    defer: Collection[str] = ()) -> None:
     """Ingest one capture file as ``capture_id``.

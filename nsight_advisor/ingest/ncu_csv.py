@@ -66,7 +66,10 @@ def ingest_ncu_csv(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, 
 
 def _read_rows(path: Path) -> list[list[str]]:
     try:
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
+        data = path.read_bytes()
+        # ncu writes UTF-8; a file saved again by a Windows tool (PowerShell's >, Excel) may be UTF-16 with a BOM
+        encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
+        text = data.decode(encoding, errors="replace")
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,7 @@ def write_capture(con: duckdb.DuckDBPyConnection, capture_id: int, cap: NcuCaptu
     st = cap.path.stat()
     con.execute("""INSERT INTO captures (capture_id, source_path, source_name, source_size_bytes, source_mtime_ns,
                    format, tool, tool_version, ingested_at) VALUES (?, ?, ?, ?, ?, ?, 'ncu', ?, ?)""", [
-        capture_id, str(cap.path.resolve()), cap.path.name, st.st_size, st.st_mtime_ns, cap.fmt, cap.tool_version,
+        capture_id, os.fsencode(cap.path.resolve()).decode("utf-8", "backslashreplace"), cap.path.name, st.st_size, st.st_mtime_ns, cap.fmt, cap.tool_version,
         _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),
     ])
     # Nsight Compute replays each kernel alone, so a report has no timeline: its "wall time" is the sum of the

@@ -38,7 +38,10 @@ def ingest_nsys_report(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     if nsys is None:
         raise InputError(f"{path}: raw Nsight Systems report and `nsys` is not on PATH; "
                          f"convert it first: {export_command(path)}")
-    with tempfile.TemporaryDirectory(prefix="nsight-advisor-") as tmp:
+    from nsight_advisor.run_folder import run_folder
+
+    # In the run folder: an interrupted export (a full copy of the capture) is removed with it, or reclaimed.
+    with tempfile.TemporaryDirectory(prefix="export-", dir=run_folder()) as tmp:
         out = Path(tmp) / (path.stem + ".sqlite")
         try:
             proc = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out),

@@ -68,6 +68,11 @@ class ExportCatalog:
     tool_version: str = "unknown"
     schema_version: str | None = None
     enums: dict[str, dict[int, tuple[str, str]]] = field(default_factory=dict)
+    source: Path | None = None  # the file read, when not ``path`` itself (a WAL-mode export's private copy)
+
+    @property
+    def read_path(self) -> Path:
+        return self.source or self.path
 
     def has(self, table: str, column: str | None = None) -> bool:
         cols = self.tables.get(table)
@@ -82,7 +87,7 @@ class ExportCatalog:
             return None
         if table not in self.counts:
             try:
-                self.counts[table] = int(_sqlite_rows(self.path, f"SELECT count(*) FROM {_quote(table)}")[0][0])
+                self.counts[table] = int(_sqlite_rows(self.read_path, f"SELECT count(*) FROM {_quote(table)}")[0][0])
             except sqlite3.DatabaseError as exc:
                 raise InputError(f"{self.path}: cannot be read as SQLite ({exc})") from None
         return self.counts[table]
@@ -106,15 +111,23 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     the capture's start, end and duration still cover their rows.
     """
     path = Path(path)
-    catalog = read_catalog(path)
+    source, private = _attachable(path)
+    try:
+        catalog = read_catalog(path, read_from=source)
+    except BaseException:
+        _remove(private)
+        raise
     alias = f"nsys_src_{capture_id}"
     scratch = f"nsys_scratch_{capture_id}"  # in memory, seen by every connection (a TEMP table is not)
     steps = ["gpus", "api_calls", "kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics", "captures"]
     unknown = set(defer) - set(DEFERRABLE)
     if unknown:
         raise ValueError(f"cannot defer {sorted(unknown)}: only {DEFERRABLE}")
-    load_sqlite_scanner(con)
-    source, private = _attachable(path)
+    try:
+        load_sqlite_scanner(con)
+    except BaseException:
+        _remove(private)
+        raise
     try:
         con.execute(f"ATTACH '{_sql_str(str(source))}' AS {alias} (TYPE sqlite, READ_ONLY)")
     except duckdb.Error as exc:
@@ -241,16 +254,19 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, str], bool]
 _COUNTED_FIRST = (KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC)
 
 
-def read_catalog(path: Path) -> ExportCatalog:
-    """Tables, columns, row counts of the event tables, version and enums of an export (read-only)."""
+def read_catalog(path: Path, *, read_from: Path | None = None) -> ExportCatalog:
+    """Tables, columns, row counts of the event tables, version and enums of an export (read-only).
+
+    ``read_from``: the file to read when it is not ``path`` (a WAL-mode export's copy); messages name ``path``.
+    """
     _check_not_truncated(path)
-    uri = f"file:{_uri_path(path)}?mode=ro&immutable=1"
+    uri = f"file:{_uri_path(read_from or path)}?mode=ro&immutable=1"
     try:
         src = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:
         raise InputError(f"{path}: cannot be opened as SQLite ({exc})") from None
     src.text_factory = lambda b: b.decode("utf-8", "replace")  # never crash on invalid UTF-8
-    cat = ExportCatalog(path)
+    cat = ExportCatalog(path, source=read_from if read_from not in (None, path) else None)
     try:
         # Tables only: reading a view runs SQL stored in the file (one can loop forever); no nsys export has views.
         names = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
@@ -273,7 +289,9 @@ def read_catalog(path: Path) -> ExportCatalog:
         for enum, rows in E.BUILTIN_ENUMS.items():
             table = next((t for t in (enum, *E.ENUM_ALIASES.get(enum, ())) if cat.has(t, "id")), None)
             if table is not None and cat.has(table, "name") and cat.has(table, "label"):
-                cat.enums[enum] = {int(i): (n, lab) for i, n, lab in src.execute(f"SELECT id, name, label FROM {table}")}
+                # rows whose id is no integer (text, NULL: an edited export) cannot be looked up: left out
+                cat.enums[enum] = {int(i): (n, lab) for i, n, lab in src.execute(
+                    f"SELECT id, name, label FROM {table} WHERE typeof(id) = 'integer'")}
             else:
                 cat.enums[enum] = {i: (n, lab) for i, n, lab in rows}
     except sqlite3.DatabaseError as exc:
@@ -360,8 +378,7 @@ class _Ingest:
             for table in tables:
                 self.copy_leniently(table)
             if "StringIds" in tables and step != "prepare":  # resolved before the copy: resolve again
-                self.sql(f"CREATE OR REPLACE TABLE {self.strings()} AS "
-                         f"SELECT id, value FROM {self.t('StringIds')}")
+                self.fill_strings(replace=True)
             self.run(step)
 
     def copy_leniently(self, table: str) -> None:
@@ -371,11 +388,11 @@ class _Ingest:
         name = f"{self.tmp}_copy_{len(self.copied)}"
         cols = self.cat.tables[table]
         types = {r[0]: (r[1] or "").upper()
-                 for r in _sqlite_rows(self.cat.path, "SELECT name, type FROM pragma_table_info(?)", (table,))}
+                 for r in _sqlite_rows(self.cat.read_path, "SELECT name, type FROM pragma_table_info(?)", (table,))}
         schema = pa.schema([(c, pa.int64() if "INT" in types[c] else pa.float64() if types[c] in ("REAL", "FLOAT", "DOUBLE")
                              else pa.string()) for c in cols])
         created = False
-        src = sqlite3.connect(f"file:{_uri_path(self.cat.path)}?mode=ro&immutable=1", uri=True)
+        src = sqlite3.connect(f"file:{_uri_path(self.cat.read_path)}?mode=ro&immutable=1", uri=True)
         replaced = 0
 
         def decode(raw: bytes) -> str:
@@ -427,8 +444,11 @@ class _Ingest:
         return int(self.sql(f"SELECT count(*) FROM {table} WHERE capture_id = ?", [self.cid]).fetchone()[0])
 
     def dropped_note(self, table: str, source: str) -> None:
-        total = self.cat.count(source) or 0
-        self.note(table, total - self.inserted(table),
+        total, inserted = self.cat.count(source) or 0, self.inserted(table)
+        if inserted > total:  # a row read twice: the export changed while read, or a join multiplied rows
+            raise InputError(f"{self.cat.path}: {inserted} {table} rows read from {source}, which holds {total}; "
+                             f"the export changed while being read or is inconsistent: export it again")
+        self.note(table, total - inserted,
                   f"dropped {source} rows with a NULL start/end, end < start, or a duration beyond 64 bits")
 
     def sql(self, sql: str, params=None) -> duckdb.DuckDBPyConnection:
@@ -447,7 +467,7 @@ class _Ingest:
         """Temp tables: StringIds (resolved once) and every enum with its label and word label."""
         con = self.con
         if self.cat.has("StringIds", "id"):
-            con.execute(f"CREATE TABLE {self.strings()} AS SELECT id, value FROM {self.t('StringIds')}")
+            self.fill_strings()
         else:
             con.execute(f"CREATE TABLE {self.strings()} (id BIGINT, value VARCHAR)")
         for enum, rows in self.cat.enums.items():
@@ -456,6 +476,20 @@ class _Ingest:
             if values:  # one statement: executemany costs a round trip per row
                 self.sql(f"INSERT INTO {self.enum(enum)} VALUES " + ", ".join(["(?, ?, ?)"] * (len(values) // 3)),
                          values)
+
+    def fill_strings(self, *, replace: bool = False) -> None:
+        """The scratch copy of StringIds. As nsys writes it (``id INTEGER PRIMARY KEY``) it is copied as is;
+        otherwise it is checked: an id stored as text is read as its number (one that is no number cannot be
+        looked up and is left out), and an id given two values makes the export unusable (every join through
+        it would multiply rows), so it is refused with the count."""
+        create = f"CREATE {'OR REPLACE ' if replace else ''}TABLE {self.strings()} AS"
+        if self.cat.has("StringIds", "value") and _ids_are_primary_key(self.cat.read_path, "StringIds"):
+            self.sql(f"{create} SELECT id, value FROM {self.t('StringIds')}")
+            return
+        value = self.col("StringIds", "value", "s", "NULL")
+        self.sql(f"{create} SELECT TRY_CAST(s.id AS BIGINT) AS id, CAST({value} AS VARCHAR) AS value "
+                 f"FROM {self.t('StringIds')} s WHERE TRY_CAST(s.id AS BIGINT) IS NOT NULL")
+        check_unique_string_ids(self.con, self.strings(), self.cat.path)
 
     def cleanup(self) -> None:
         names = [*(self.enum(e) for e in self.cat.enums), *self.copied.values()]  # the scratch database is detached
@@ -723,7 +757,9 @@ class _Ingest:
                 SELECT min(start), max(CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END)
                 FROM {self.t(NVTX)} WHERE eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END})
                   AND start IS NOT NULL
-                  AND CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END >= start"""):
+                  AND CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END >= start
+                  AND TRY_CAST((CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END)
+                               ::HUGEINT - start AS BIGINT) IS NOT NULL"""):
             return
         # The columns as they lie (each one costs on the way through Arrow): the insert derives the rest.
         source = f"""
@@ -747,7 +783,8 @@ class _Ingest:
                          {"cid": self.cid, "id": domain_id, "name": name})
         inserted = self.inserted("nvtx_ranges")
         self.note("nvtx_ranges", nvtx.ranges - inserted,
-                  "dropped NVTX_EVENTS ranges with a NULL start, an unclosed end or end < start")
+                  "dropped NVTX_EVENTS ranges with a NULL start, an unclosed end, end < start, or a duration "
+                  "beyond 64 bits")
         if inserted == 0:
             self.missing("nvtx_ranges", f"{NVTX} has no ranges or marks", "nsys profile --trace=nvtx")
 
@@ -758,7 +795,8 @@ class _Ingest:
         query is planned; should DuckDB not keep it, the walk notices and the caller sorts); ordered, DuckDB
         sorts the rows per thread first. One INSERT reads the stream, so a failure leaves no rows.
         """
-        valid = "start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns"
+        valid = ("start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns "
+                 "AND TRY_CAST(end_ns::HUGEINT - start_ns AS BIGINT) IS NOT NULL")
         order = "ORDER BY thread, start_ns, end_ns DESC" if ordered else ""
         # Lowered only where the ingest bounds memory (an on-disk store, which can spill): Arrow batches live
         # outside DuckDB's limit.
@@ -841,7 +879,7 @@ class _Ingest:
         start, end = (min(starts) if starts else None), (max(ends) if ends else None)
         st = path.stat()
         self.sql("INSERT INTO captures VALUES (?, ?, ?, ?, ?, 'nsys-sqlite', 'nsys', ?, ?, ?, ?, ?, ?)", [
-            self.cid, str(path.resolve()), path.name, st.st_size, st.st_mtime_ns, self.cat.tool_version,
+            self.cid, os.fsencode(path.resolve()).decode("utf-8", "backslashreplace"), path.name, st.st_size, st.st_mtime_ns, self.cat.tool_version,
             self.cat.schema_version, start, end, (end - start) if start is not None and end is not None else None,
             _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),
         ])
@@ -937,6 +975,21 @@ def _lenient(value, type_):
     return int(value) if type_ == pa.int64() else float(value)
 
 
+def check_unique_string_ids(con: duckdb.DuckDBPyConnection, table: str, path: Path) -> None:
+    """InputError when ``table`` (a copy of an export's StringIds) gives one id more than one value."""
+    ids, distinct = con.execute(f"SELECT count(*), count(DISTINCT id) FROM {table}").fetchone()
+    if ids != distinct:
+        raise InputError(f"{path}: StringIds gives {ids - distinct} string id(s) a second value ({ids} rows, "
+                         f"{distinct} ids); an nsys export has one value per id, so this one was edited or is "
+                         f"damaged: export it again")
+
+
+def _ids_are_primary_key(path: Path, table: str) -> bool:
+    """True when ``table``'s ``id`` is its INTEGER PRIMARY KEY (SQLite's rowid: no two rows share one)."""
+    keys = _sqlite_rows(path, "SELECT name, upper(type) FROM pragma_table_info(?) WHERE pk > 0", (table,))
+    return keys == [("id", "INTEGER")]
+
+
 def _sqlite_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
     src = sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True)
     try:
@@ -949,24 +1002,43 @@ def _attachable(path: Path) -> tuple[Path, Path | None]:
     """The file to attach: ``path`` itself, or a copy in a private temporary folder when it is in WAL mode.
 
     SQLite creates -wal and -shm files beside a WAL-mode database even to read it (the header's bytes 18-19
-    are 2); the input's folder must stay exactly as it was, so such an export is read from a copy.
+    are 2); the input's folder must stay exactly as it was, so such an export is read from a copy in the run
+    folder. The copy's WAL is folded into it (journal mode DELETE): every reader then sees the same rows, the
+    catalog's counts (read with ``immutable=1``, which ignores a WAL) included.
     """
+    from nsight_advisor.run_folder import run_folder
+
     with open(path, "rb") as fh:
         head = fh.read(20)
     if head[18:20] != b"\x02\x02":
         return path, None
-    folder = Path(tempfile.mkdtemp(prefix="nsight-advisor-wal-"))
-    copy = folder / "export.sqlite"
-    shutil.copyfile(path, copy)
-    wal = Path(f"{path}-wal")
-    if wal.is_file():
-        shutil.copyfile(wal, Path(f"{copy}-wal"))
+    folder = Path(tempfile.mkdtemp(prefix="wal-", dir=run_folder()))
+    try:
+        copy = folder / "export.sqlite"
+        shutil.copyfile(path, copy)
+        wal = Path(f"{path}-wal")
+        if wal.is_file():
+            shutil.copyfile(wal, Path(f"{copy}-wal"))
+        try:
+            fold = sqlite3.connect(str(copy))
+            try:
+                fold.execute("PRAGMA journal_mode = DELETE")
+            finally:
+                fold.close()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{path}: cannot be read as SQLite ({_first_line(exc)})") from None
+    except BaseException:
+        _remove(folder)
+        raise
     return copy, folder
 
 
 def _remove(folder: Path | None) -> None:
     if folder is not None:
+        from nsight_advisor.run_folder import release
+
         shutil.rmtree(folder, ignore_errors=True)
+        release(folder.parent)
 
 
 def _quote(name: str) -> str:
@@ -980,7 +1052,7 @@ def _sql_str(text: str) -> str:
 def _uri_path(path: Path) -> str:
     from urllib.parse import quote
 
-    return quote(str(Path(path).resolve()), safe="/")
+    return quote(os.fsencode(Path(path).resolve()), safe="/")  # bytes: a name need not be UTF-8
 
 
 def _first_line(exc: BaseException) -> str:

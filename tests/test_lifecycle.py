@@ -1,0 +1,77 @@
+"""Process lifecycle (issue 21): ingest workers die with their parent, and the temporary files of a run that was
+killed outright (SIGKILL: no cleanup runs) are reclaimed by the next run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TRACES = REPO.parent / "shared" / "traces" / "nsys"
+BIG = ["cutlass_benchmark.sqlite", "csc746_vecadd.sqlite", "nsys_ai_mfu_2gpu_before.sqlite"]
+
+
+def _workers_of(parent: int) -> list[int]:
+    """Pids of ingest workers whose parent is ``parent`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and b"nsight_advisor.parallel_ingest" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir() or (os.cpu_count() or 1) < 2, reason="needs Linux /proc and 2 cores")
+def test_sigkill_mid_ingest_leaves_no_worker_and_the_next_run_reclaims_its_files(tmp_path):
+    captures = [TRACES / name for name in BIG]
+    if not all(p.exists() for p in captures):
+        pytest.skip(f"real traces absent at {TRACES}")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache"),
+           "TMPDIR": str(tmp_path)}
+    store = tmp_path / "stores" / "run.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "nsight_advisor", "ingest", *map(str, captures), "--store",
+                             str(store)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    deadline = time.monotonic() + 60
+    while not workers and proc.poll() is None and time.monotonic() < deadline:
+        workers = _workers_of(proc.pid)
+        time.sleep(0.02)
+    if not workers:
+        proc.wait(60)
+        pytest.skip("the ingest finished before a worker could be seen")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers), "an ingest worker outlived its killed parent"
+    left = sorted(p.name for p in store.parent.iterdir())
+    assert not store.exists()
+    assert any(name.startswith(".nsa-run-") for name in left), left  # what SIGKILL leaves: the run folder only
+    done = subprocess.run([sys.executable, "-m", "nsight_advisor", "ingest", str(captures[0]), "--store", str(store)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in store.parent.iterdir()) == [store.name]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("nsight-advisor", "."))) == []
