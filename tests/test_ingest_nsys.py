@@ -27,6 +27,10 @@ EXPECTED = {
     "memfusion": ((4, 36, 5668, 4, 0, 2, 59, 0), {"memsets", "gpu_metrics"}),
     "nsu_v100_openacc": ((4, 1000, 2031, 4, 3, 1005, 0, 0), {"nvtx_ranges", "gpu_metrics"}),
     "nsys_ai_h100_2gpu_1s": ((2, 3442, 5796, 904, 22, 244, 16782, 0), {"gpus", "gpu_metrics"}),
+    # counts from SQLite's own count(*) of each export table (NVTX: event types 34, 59 and 60); no TARGET_INFO_GPU,
+    # two devices recovered from the kernels' deviceId
+    "nsys_ai_mfu_2gpu_after": ((2, 3587, 6682, 904, 242, 334, 17113, 0), {"gpus", "gpu_metrics"}),
+    "nsys_ai_mfu_2gpu_before": ((2, 4010, 7466, 1020, 269, 366, 19118, 0), {"gpus", "gpu_metrics"}),
     "nsys_ai_mock": ((1, 2, 9, 1, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
     "pipit_cloverleaf_a100": ((4, 1312, 3048, 279, 0, 1312, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
     "recon_stream": ((4, 5, 24, 1, 1, 0, 0, 0), {"syncs", "nvtx_ranges", "gpu_metrics"}),

@@ -75,16 +75,63 @@ def test_parser_reads_a_real_answer(traces_dir):
     assert sections["dx12-mem-op"] is None
 
 
+def _threads_whose_syncs_starve_the_gpu(con, capture_id: int = 1) -> set[tuple[int, int, str]]:
+    """(pid, tid, api) of synchronization calls after which a device ran dry for 20 us or more, in a gap that is
+    not start-up: the call was blocked when the device's last operation ended and returned before the next one
+    started, or sat in half the gap. Written here from the raw tables (merged busy intervals per device in Python),
+    apart from the views."""
+    ops = con.execute("""
+        select device_id, start_ns, end_ns from kernels where capture_id = ? and end_ns > start_ns
+        union all select device_id, start_ns, end_ns from memcpys where capture_id = ? and end_ns > start_ns
+        union all select device_id, start_ns, end_ns from memsets where capture_id = ? and end_ns > start_ns
+        order by 1, 2""", [capture_id] * 3).fetchall()
+    gaps, last = [], {}
+    for device, start, end in ops:
+        if device in last and start - last[device] >= 20_000:
+            gaps.append((last[device], start))
+        last[device] = max(last.get(device, end), end)
+    # docs/impact.md: a gap that module loading, CUDA initialization or a launch blocking 1 ms or more (lazy
+    # loading) covers for a tenth is startup, whatever else the host did in it
+    loading = con.execute("""
+        select start_ns, end_ns from api_calls
+        where capture_id = ? and (base_name ilike 'cuModuleLoad%' or base_name ilike 'cuLibraryLoad%'
+              or base_name in ('cuInit', 'cuDevicePrimaryCtxRetain') or base_name ilike 'cuCtxCreate%'
+              or (base_name ilike '%launch%' and duration_ns >= 1000000))""", [capture_id]).fetchall()
+
+    def startup(g0: int, g1: int) -> bool:
+        return sum(max(0, min(e, g1) - max(s, g0)) for s, e in loading) >= (g1 - g0) / 10
+
+    gaps = [g for g in gaps if not startup(*g)]
+    calls = con.execute("""
+        select distinct pid, tid, base_name, start_ns, end_ns from api_calls
+        where capture_id = ? and base_name ilike '%synchronize%'""", [capture_id]).fetchall()
+    out = set()
+    for pid, tid, api, start, end in calls:
+        for g0, g1 in gaps:
+            waited = start <= g0 <= end < g1
+            covered = min(end, g1) - max(start, g0) >= (g1 - g0) / 2
+            if waited or covered:
+                out.add((int(pid), int(tid), api))
+                break
+    return out
+
+
 @pytest.mark.parametrize("export", trace_param(nsys_exports()))
 def test_sync_api_calls_match_nsys_analyze(export):
+    # nsys analyze lists every synchronizing call; sync-stall reports those that left a device idle (docs/impact.md:
+    # a call that cost no GPU time makes no finding). So: every call it reports is one nsys lists (or one of the
+    # APIs NVIDIA's rule does not cover), and every call nsys lists that it does not report starved no GPU.
     rows = _sections(export).get("cuda-sync-api")
     ours = {(int(r["pid"]), int(r["tid"]), r["api"]) for r in evidence(_rel(export), "sync-stall")}
     theirs = {(int(r[2]), int(r[3]), _base(r[4])) for r in rows or []}
-    assert theirs <= ours, f"nsys analyze lists {sorted(theirs - ours)} that sync-stall does not report"
-    # We also cover cudaEventSynchronize and the driver API; for the two APIs NVIDIA's rule covers, no extras.
     covered = {"cudaDeviceSynchronize", "cudaStreamSynchronize"}
-    if rows is not None:
-        assert _same({o for o in ours if o[2] in covered}, theirs, rows)
+    if rows is not None and len(rows) < TOP_ROWS:
+        assert {o for o in ours if o[2] in covered} <= theirs, f"ours {sorted(ours)} vs nsys {sorted(theirs)}"
+    _, con = analyzed(_rel(export))
+    starving = _threads_whose_syncs_starve_the_gpu(con)
+    assert theirs - ours <= theirs - starving, (
+        f"{sorted((theirs - ours) & starving)} left a GPU idle after a sync, and sync-stall does not report it")
+    assert {o for o in starving if o[2] in covered} <= ours, f"starving {sorted(starving)}, reported {sorted(ours)}"
 
 
 @pytest.mark.parametrize("export", trace_param(nsys_exports()))

@@ -1,8 +1,8 @@
-"""The interval arithmetic of the timeline rules and the report summary, against a plain Python reference.
+"""The interval arithmetic of the analysis layer, through the rules and the report summary, against plain Python.
 
-sync-stall, h2d-transfer-volume and the summary's GPU busy time compute with one sorted pass and running
-aggregates (fast on millions of rows, see issue 7). Here random small timelines, with ties, overlaps, nested and
-zero-length intervals on purpose, must give exactly what the obvious per-row definition gives.
+The time partition (views/31_time_partition.sql) is one sorted pass with running counts; sync-stall,
+h2d-transfer-volume and the summary's GPU busy time read it. Here random small timelines, with ties, overlaps,
+nested and zero-length intervals on purpose, must give exactly what the obvious definition gives.
 """
 
 from __future__ import annotations
@@ -63,10 +63,30 @@ def _covered(union: list[tuple[int, int]], a: int, b: int) -> int:
     return sum(max(0, min(b, y) - max(a, x)) for x, y in union)
 
 
+def _gaps(ops: list[tuple[int, int, int, int]], scale: int = 1) -> dict[int, list[tuple[int, int]]]:
+    """Per device, the idle stretches of the analysis window (first operation's start to last one's end, over all
+    devices): the window less the union of the device's operations."""
+    spans = [(d, s * scale, (s + n) * scale) for d, _p, s, n in ops]
+    w0, w1 = min(s for _, s, _ in spans), max(e for _, _, e in spans)
+    out = {}
+    for dev in {d for d, _, _ in spans}:
+        t, gaps = w0, []
+        for a, b in _union([(s, e) for d, s, e in spans if d == dev and e > s]):
+            if a > t:
+                gaps.append((t, a))
+            t = max(t, b)
+        if t < w1:
+            gaps.append((t, w1))
+        out[dev] = gaps
+    return out
+
+
 @SETTINGS
 @given(kernels=intervals,
        copies=st.lists(st.tuples(st.integers(0, 1), st.integers(0, 45), st.integers(0, 15)), min_size=1, max_size=8))
 def test_h2d_exposed_time_matches_the_union_of_kernels(kernels, copies):
+    # exposed = the time a device runs host-to-device copies and no kernel: the union of its copies less the
+    # union of its kernels (two copies at once are one stretch of wall time, not two)
     con = _store(kernels=kernels, memcpys=[(d, 1, s, n, "Host-to-Device") for d, s, n in copies])
     try:
         got = {r["device_id"]: (r["copies"], r["exposed_ns"]) for r in _rule_rows(con, "h2d-transfer-volume")}
@@ -74,9 +94,10 @@ def test_h2d_exposed_time_matches_the_union_of_kernels(kernels, copies):
         con.close()
     want = {}
     for dev in {d for d, _, _ in copies}:
-        union = _union([(s, s + n) for d, _, s, n in kernels if d == dev])
-        mine = [(s, s + n) for d, s, n in copies if d == dev]
-        want[dev] = (len(mine), sum((b - a) - _covered(union, a, b) for a, b in mine))
+        kernel_union = _union([(s, s + n) for d, _, s, n in kernels if d == dev and n > 0])
+        copy_union = _union([(s, s + n) for d, s, n in copies if d == dev and n > 0])
+        exposed = sum((b - a) - _covered(kernel_union, a, b) for a, b in copy_union)
+        want[dev] = (sum(1 for d, _, _ in copies if d == dev), exposed)
     assert got == want
 
 
@@ -84,24 +105,37 @@ def test_h2d_exposed_time_matches_the_union_of_kernels(kernels, copies):
 @given(ops=intervals,
        syncs=st.lists(st.tuples(st.integers(1, 2), st.integers(0, 50), st.integers(1, 10)), min_size=1, max_size=6))
 def test_sync_stall_bubbles_match_the_definition(ops, syncs):
-    # half of the operations are kernels, the rest copies: the rule must treat them alike
-    kernels = ops[::2]
-    copies = [(d, p, s, n, "Device-to-Host") for d, p, s, n in ops[1::2]]
-    calls = [(pid, pid, "cudaStreamSynchronize", end - length, end) for pid, end, length in syncs]
+    # Times in units of 10 us, so that gaps reach the 20 us below which a gap is launch latency. A gap of a
+    # device is a sync bubble (docs/impact.md) when a synchronization call of a process using the device was
+    # blocked as the device ran dry and returned inside the gap, or the calls sat in half of it; each gap counts
+    # once, however many calls. Half of the operations are kernels, the rest copies: the rule treats them alike.
+    unit = 10_000
+    kernels = [(d, p, s * unit, n * unit) for d, p, s, n in ops[::2]]
+    copies = [(d, p, s * unit, n * unit, "Device-to-Host") for d, p, s, n in ops[1::2]]
+    calls = [(pid, pid, "cudaStreamSynchronize", (end - length) * unit, end * unit) for pid, end, length in syncs]
     con = _store(kernels=kernels, memcpys=copies, api_calls=calls)
     try:
-        got = {(r["pid"], r["tid"]): (r["calls"], r["gpu_idle_after_ns"]) for r in _rule_rows(con, "sync-stall")}
+        rows = _rule_rows(con, "sync-stall")
     finally:
         con.close()
-    want: dict = {}
-    for pid, _tid, _api, _start, end in calls:
-        mine = [(s, s + n) for _d, p, s, n in ops if p == pid]
-        nxt = min((s for s, _ in mine if s >= end), default=None)
-        reach = max((e for s, e in mine if s < end), default=None)
-        idle = 0 if nxt is None or (reach is not None and reach > end) else nxt - end
-        n, total = want.get((pid, pid), (0, 0))
-        want[(pid, pid)] = (n + 1, total + idle)
-    assert got == want
+    got_idle: dict = {}
+    for r in rows:
+        got_idle[r["device_id"]] = got_idle.get(r["device_id"], 0) + r["gpu_idle_after_ns"]
+        assert r["calls"] == sum(1 for p, *_ in calls if p == r["pid"])
+    want_idle: dict = {}
+    if ops:
+        users = {(d, p) for d, p, _s, _n in ops}
+        for dev, gaps in _gaps(ops, unit).items():
+            mine = [(start, end) for p, _t, _a, start, end in calls if (dev, p) in users]
+            for g0, g1 in gaps:
+                if g1 - g0 < 20_000:
+                    continue
+                waited = any(start <= g0 <= end < g1 for start, end in mine)
+                sat = sum(max(0, min(end, g1) - max(start, g0)) for start, end in mine
+                          if start < g1 and end >= g0)
+                if waited or sat >= (g1 - g0) / 2:
+                    want_idle[dev] = want_idle.get(dev, 0) + (g1 - g0)
+    assert got_idle == want_idle
 
 
 @SETTINGS
