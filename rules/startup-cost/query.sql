@@ -34,7 +34,9 @@ rows_ as (
         'on device ' || device_id as scope,
         case cause when 'jit' then 'run-time compilation' else 'module loading and initialization' end
             || ' leaves the GPU idle in ' || gaps || ' gap(s), the longest ' || round(longest_gap_ns / 1e6, 1)
-            || ' ms, e.g. during ' || coalesce(named_by, 'host work') as what,
+            || ' ms, e.g. during ' || coalesce(named_by, 'host work')
+            || case when named_by ilike '%launch%' then ' (lazy loading of the kernel''s module on its first launch)'
+                    else '' end as what,
         null::varchar as severity
     from gaps
     union all
