@@ -293,8 +293,8 @@ _COMPARE_EXIT_HELP = (
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the comparison here (default: stdout).")
-@click.option("--format", "fmt", type=click.Choice(["json", "md"]), default=None,
-              help="Output format (default: json for a .json output, else md).")
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "sarif"]), default=None,
+              help="Output format (default: from the -o suffix, .json or .sarif, else md).")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT", default=None,
               help="Exit 1 when the headline or a kernel's median is significantly slower by more than PCT percent.")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache already holds the captures.")
@@ -309,16 +309,19 @@ def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
       nsight-advisor compare before.sqlite after.sqlite -o compare.md
       nsight-advisor compare before.sqlite after.sqlite --format json --fail-on-regression 5
     """
+    from nsight_advisor import compare as cmp
     from nsight_advisor import workflow
-    from nsight_advisor.compare import compare_paths, worst_regression_pct
     from nsight_advisor.report.compare_report import render_comparison
 
-    fmt = fmt or ("json" if output is not None and output.suffix.lower() == ".json" else "md")
+    suffix = output.suffix.lower() if output is not None else ""
+    fmt = fmt or {".json": "json", ".sarif": "sarif"}.get(suffix, "md")
     workflow.refuse_inputs_as_output(output, [base, head])
-    comparison = compare_paths([base], [head], use_cache=not no_cache, progress=_progress_enabled(quiet))
-    text = render_comparison(comparison, fmt)
+    sides = [cmp.analyze_side([p], use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
+    comparison = cmp.compare_results(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
+                                     base_name=cmp.side_name([base]), head_name=cmp.side_name([head]))
+    text = render_comparison(comparison, fmt, (sides[0][0], sides[1][0]))
     workflow.write_text_atomic(output if output is not None else Path("-"), text)
-    worst = worst_regression_pct(comparison)
+    worst = cmp.worst_regression_pct(comparison)
     if fail_pct is not None and worst is not None and worst > fail_pct:
         return EXIT_FINDINGS
     return EXIT_OK

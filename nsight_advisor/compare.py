@@ -190,8 +190,8 @@ def findings(base: dict, head: dict) -> list[dict]:
     """Findings matched by fingerprint: new, resolved, better, worse or unchanged, with both impacts."""
     def grouped(result):
         table = defaultdict(list)
-        for f in result["findings"]:
-            table[fingerprint(f)].append(f)
+        for i, f in enumerate(result["findings"]):
+            table[fingerprint(f)].append((i, f))
         return table
 
     b, h = grouped(base), grouped(head)
@@ -199,8 +199,8 @@ def findings(base: dict, head: dict) -> list[dict]:
     for fp in list(dict.fromkeys([*b, *h])):
         bs, hs = b.get(fp, []), h.get(fp, [])
         for i in range(max(len(bs), len(hs))):
-            fb = bs[i] if i < len(bs) else None
-            fh = hs[i] if i < len(hs) else None
+            ib_index, fb = bs[i] if i < len(bs) else (None, None)
+            ih_index, fh = hs[i] if i < len(hs) else (None, None)
             ib = fb["impact_ns"] if fb else None
             ih = fh["impact_ns"] if fh else None
             if fb is None:
@@ -218,6 +218,7 @@ def findings(base: dict, head: dict) -> list[dict]:
                 "title": f["title"], "base_impact_ns": ib, "head_impact_ns": ih,
                 "impact_change_ns": None if ib is None or ih is None else ih - ib,
                 "base_message": fb["message"] if fb else None, "head_message": fh["message"] if fh else None,
+                "base_index": ib_index, "head_index": ih_index,
             })
     order = {"new": 0, "worse": 1, "resolved": 2, "better": 3, "unchanged": 4}
     out.sort(key=lambda f: (order[f["status"]], -max(f["base_impact_ns"] or 0, f["head_impact_ns"] or 0)))
@@ -304,20 +305,28 @@ def worst_regression_pct(comparison: dict) -> float | None:
     return max(worst) if worst else None
 
 
-def compare_paths(base: Sequence[Path], head: Sequence[Path], *, use_cache: bool = True,
-                  progress: bool = False) -> dict:
-    """Analyze both sides (reusing the cache as ``analyze`` does) and compare them."""
+def analyze_side(paths: Sequence[Path], *, use_cache: bool = True, progress: bool = False):
+    """One side of a comparison: its analysis (an AnalysisResult, reusing the cache as ``analyze`` does) and its
+    per-launch kernel durations."""
     from nsight_advisor import workflow
 
-    sides = []
-    for paths in (base, head):
-        result = workflow.analyze(paths, use_cache=use_cache, progress=progress)
-        con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
-        try:
-            durations = kernel_durations(con, ids)
-        finally:
-            con.close()
-        sides.append((result, durations))
-    name = lambda paths: ", ".join(Path(p).name for p in paths)  # noqa: E731 - file names only, never paths
-    return compare_results(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
-                           base_name=name(base), head_name=name(head))
+    result = workflow.analyze(paths, use_cache=use_cache, progress=progress)
+    con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
+    try:
+        durations = kernel_durations(con, ids)
+    finally:
+        con.close()
+    return result, durations
+
+
+def side_name(paths: Sequence[Path]) -> str:
+    """A side as the report names it: its file names, never their folders."""
+    return ", ".join(Path(p).name for p in paths)
+
+
+def compare_paths(base: Sequence[Path], head: Sequence[Path], *, use_cache: bool = True,
+                  progress: bool = False) -> dict:
+    """Analyze both sides and compare them (:func:`compare_results`)."""
+    b = analyze_side(base, use_cache=use_cache, progress=progress)
+    h = analyze_side(head, use_cache=use_cache, progress=progress)
+    return compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head))

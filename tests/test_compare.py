@@ -181,6 +181,9 @@ def test_capture_against_itself_is_no_change(tmp_path: Path) -> None:
     md = _cli("compare", str(CLOVERLEAF), str(CLOVERLEAF), cwd=tmp_path)
     assert md.returncode == 0, md.stderr
     assert "**no change:" in md.stdout
+    sarif = _sarif(CLOVERLEAF, CLOVERLEAF, tmp_path)
+    results = sarif["runs"][0]["results"]
+    assert len(results) == len(data["findings"]) and all(r["baselineState"] == "unchanged" for r in results)
 
 
 # ---- the real pair -----------------------------------------------------------------------------------------------
@@ -218,6 +221,51 @@ def test_real_pair_markdown(tmp_path: Path) -> None:
     assert "### Kernels" in md and "### Time partition" in md and "### Findings" in md
     assert "kernel launches: 4010 → 3587" in md
     assert str(TRACES) not in md  # file names only
+
+
+def _sarif(base: Path, head: Path, cwd: Path) -> dict:
+    from test_report import sarif_schema
+
+    out = cwd / f"cmp-{base.stem}-{head.stem}.sarif"
+    proc = _cli("compare", str(base), str(head), "-o", str(out), cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    log = json.loads(out.read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator(sarif_schema()).validate(log)
+    return log
+
+
+def test_real_pair_sarif_both_ways(tmp_path: Path) -> None:
+    _need(BEFORE, AFTER)
+    forward, _ = _compare_json(BEFORE, AFTER, tmp_path)
+    ahead = _sarif(BEFORE, AFTER, tmp_path)["runs"][0]
+    back = _sarif(AFTER, BEFORE, tmp_path)["runs"][0]
+    states = {"new": "new", "resolved": "absent", "better": "updated", "worse": "updated", "unchanged": "unchanged"}
+    by_fp = {f["fingerprint"]: states[f["status"]] for f in forward["findings"]}
+    assert len(by_fp) == len(forward["findings"]) == len(ahead["results"])
+    assert {r["partialFingerprints"]["nsightAdvisorSubject/v1"]: r["baselineState"] for r in ahead["results"]} == by_fp
+    # the pair the other way round: what was new is absent, the rest keeps its fingerprint
+    flipped = {"new": "absent", "absent": "new", "updated": "updated", "unchanged": "unchanged"}
+    assert {r["partialFingerprints"]["nsightAdvisorSubject/v1"]: r["baselineState"] for r in back["results"]} == \
+        {fp: flipped[state] for fp, state in by_fp.items()}
+    assert "new" in by_fp.values()
+    absent = [r for r in back["results"] if r["baselineState"] == "absent"]
+    assert all(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == AFTER.name for r in absent)
+    assert {a["location"]["uri"] for a in back["artifacts"]} == {BEFORE.name, AFTER.name}
+
+
+def test_markdown_keeps_hostile_kernel_names_inert() -> None:
+    from nsight_advisor.compare import compare_results
+    from nsight_advisor.report.compare_report import render_comparison
+
+    hostile = "evil|kernel<script>alert(1)</script>`x`\n# heading"
+    empty = {"tool": {"name": "nsight-advisor"}, "captures": [], "findings": [], "outcomes": []}
+    c = compare_results(empty, empty, {hostile: [100, 101, 102]}, {hostile: [100, 101]})
+    md = render_comparison(c, "md")
+    row = next(line for line in md.splitlines() if "evil" in line)
+    assert row.count(" | ") == 7  # eight cells: the '|' in the name is escaped
+    # inside one code span (literal text in GFM, never HTML): backticks and the line break taken out
+    assert "| `evil\\|kernel<script>alert(1)</script>'x' # heading` |" in row
+    assert md.count("<script>") == 1 and "\n# heading" not in md
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:

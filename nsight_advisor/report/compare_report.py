@@ -1,5 +1,6 @@
-"""``compare --format json|md``: a comparison (:func:`nsight_advisor.compare.compare_results`) as strict JSON or
-as Markdown short enough for a pull-request comment (at most 65,536 characters).
+"""``compare --format json|md|sarif``: a comparison (:func:`nsight_advisor.compare.compare_results`) as strict
+JSON, as Markdown short enough for a pull-request comment (at most 65,536 characters), or as SARIF 2.1.0 with each
+result's ``baselineState`` (new, unchanged, updated, absent) for code scanning.
 
 The JSON Schema ships beside this module as ``comparison.schema.json``. Nothing is computed here.
 """
@@ -19,13 +20,65 @@ _KERNEL_ROWS = (25, 10, 3)
 _NAME_CHARS = (100, 60, 40)
 
 
-def render_comparison(comparison: dict, fmt: str) -> str:
-    """The comparison as ``json`` or ``md``."""
+def render_comparison(comparison: dict, fmt: str, analyses: tuple[Any, Any] | None = None) -> str:
+    """The comparison as ``json``, ``md`` or ``sarif`` (which needs ``analyses``: BASE's and HEAD's AnalysisResult
+    or its ``to_dict()``, the ones the comparison was made from)."""
     if fmt == "json":
         return json.dumps(jsonable(comparison), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if fmt == "md":
         return render_comparison_markdown(comparison)
+    if fmt == "sarif":
+        if analyses is None:
+            raise ValueError("the SARIF of a comparison needs both analyses")
+        return render_comparison_sarif(comparison, *analyses)
     raise ValueError(f"unknown comparison format {fmt!r}")
+
+
+#: What a matched finding's status is in SARIF's terms.
+BASELINE_STATES = {"new": "new", "unchanged": "unchanged", "better": "updated", "worse": "updated",
+                   "resolved": "absent"}
+FINGERPRINT_KEY = "nsightAdvisorSubject/v1"
+
+
+def render_comparison_sarif(comparison: dict, base: Any, head: Any) -> str:
+    """HEAD's findings and BASE's resolved ones as one SARIF 2.1.0 run: ``baselineState`` from the comparison,
+    ``partialFingerprints`` from the finding's fingerprint (rule, device, subject; never its numbers)."""
+    from nsight_advisor.report.data import as_dict, rank_findings
+    from nsight_advisor.report.sarif import _artifact_name, render_sarif
+
+    bd, hd = jsonable(as_dict(base)), jsonable(as_dict(head))
+    union = dict(hd)
+    findings = []
+    for m in comparison["findings"]:
+        side, index = ("head", m["head_index"]) if m["head_index"] is not None else ("base", m["base_index"])
+        f = dict((hd if side == "head" else bd)["findings"][index])
+        f["_match"] = (m, side)
+        findings.append(f)
+    union["findings"] = findings
+    log = json.loads(render_sarif(union))
+    run = log["runs"][0]
+    base_caps = {c.get("capture_id"): c for c in bd.get("captures") or []}
+    for result, f in zip(run["results"], rank_findings(findings), strict=True):
+        m, side = f["_match"]
+        if result["ruleId"] != str(f.get("rule_id") or "unknown"):
+            raise RuntimeError("SARIF results out of step with the findings they were rendered from")
+        result["baselineState"] = BASELINE_STATES[m["status"]]
+        result["partialFingerprints"] = {FINGERPRINT_KEY: m["fingerprint"]}
+        result["properties"].update(comparison_status=m["status"], base_impact_ns=m["base_impact_ns"],
+                                    head_impact_ns=m["head_impact_ns"])
+        if side == "base":
+            cid = f.get("capture_id")
+            uri = _artifact_name(base_caps.get(cid), cid)
+            result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] = uri
+            result["locations"][0]["message"]["text"] = f"BASE capture {uri} (resolved in HEAD)"
+    uris = {a["location"]["uri"] for a in run["artifacts"]}
+    for cid, cap in base_caps.items():
+        uri = _artifact_name(cap, cid)
+        if uri not in uris:
+            uris.add(uri)
+            run["artifacts"].append({"location": {"uri": uri}, "roles": ["analysisTarget"]})
+    run["properties"] = {"verdict": comparison["verdict"]["text"]}
+    return json.dumps(log, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def comparison_schema() -> dict[str, Any]:
@@ -63,6 +116,11 @@ def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
+def _cell_code(text: str, chars: int) -> str:
+    """``text`` as a code span inside a table cell: a '|' would end the cell even there, so it is escaped."""
+    return "`" + md_code(_clip(text, chars)).replace("|", "\\|") + "`"
+
+
 def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
     v = c["verdict"]
     out = [f"## {md_escape(c['tool'].get('name', 'nsight-advisor'))} compare: "
@@ -89,7 +147,7 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
         for k in shown:
             b, h = k["base"], k["head"]
             out.append(
-                f"| `{md_code(_clip(k['name'], name_chars))}` | {k['status']}"
+                f"| {_cell_code(k['name'], name_chars)} | {k['status']}"
                 f"{' ✱' if k['significant'] else ''} | {b['launches']} → {h['launches']} | "
                 f"{_ns(b['total_ns'])} → {_ns(h['total_ns'])} | {_pct(k['total_change_pct'])} | "
                 f"{_ns(b['median_ns'])} → {_ns(h['median_ns'])} | {_pct(k['median_change_pct'])} | "
@@ -119,6 +177,6 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
             gpu = "host" if f["device_id"] is None else f["device_id"]
             subject = ", ".join(f["subject"]) or "–"
             out.append(f"| {f['status']} | {md_escape(f['rule_id'])} {md_escape(f['rule_name'])} | {gpu} | "
-                       f"`{md_code(_clip(subject, name_chars))}` | {_ns(f['base_impact_ns'])} → "
+                       f"{_cell_code(subject, name_chars)} | {_ns(f['base_impact_ns'])} → "
                        f"{_ns(f['head_impact_ns'])} |")
     return "\n".join(out) + "\n"
