@@ -26,14 +26,26 @@ PARTITION_PARTS = ("kernel_ns", "copy_ns", "memset_ns", "idle_ns")
 
 
 def kernel_durations(con, capture_ids: Sequence[int]) -> dict[str, list[int]]:
-    """Per-launch durations (ns) keyed by kernel: its name, with the launch configuration when recorded."""
+    """Per-launch durations (ns) keyed by kernel: its name, with the launch configuration when recorded.
+
+    From the timeline (``kernels``); a capture without one (a Nsight Compute report or CSV) gives its profiled
+    kernels' durations (``ncu_kernels``), which Nsight Compute measured under replay.
+    """
+    import duckdb
+
     ids = list(capture_ids)
-    rows = con.execute(
-        "SELECT name, grid_x, grid_y, grid_z, block_x, block_y, block_z, duration_ns FROM kernels "
-        "WHERE capture_id IN (SELECT unnest(?)) AND duration_ns IS NOT NULL ORDER BY start_ns", [ids]).fetchall()
+    cols = "name, grid_x, grid_y, grid_z, block_x, block_y, block_z, duration_ns"
+    where = "WHERE capture_id IN (SELECT unnest(?)) AND duration_ns IS NOT NULL"
+    rows = con.execute(f"SELECT {cols} FROM kernels {where} ORDER BY start_ns", [ids]).fetchall()
+    if not rows:
+        try:
+            rows = con.execute(f"SELECT {cols} FROM ncu_kernels {where} ORDER BY capture_id, kernel_id",
+                               [ids]).fetchall()
+        except duckdb.CatalogException:  # a store without Nsight Compute tables
+            rows = []
     out: dict[str, list[int]] = defaultdict(list)
     for name, gx, gy, gz, bx, by, bz, dur in rows:
-        out[kernel_key(name, (gx, gy, gz), (bx, by, bz))].append(int(dur))
+        out[kernel_key(name, (gx, gy, gz), (bx, by, bz))].append(int(round(dur)))
     return dict(out)
 
 
@@ -43,6 +55,23 @@ def kernel_key(name: str | None, grid: tuple, block: tuple) -> str:
     if any(v is None for v in (*grid, *block)):
         return name
     return f"{name} <<<({','.join(map(str, grid))}), ({','.join(map(str, block))})>>>"
+
+
+def _bare(key: str) -> str:
+    return key.rsplit(" <<<", 1)[0] if key.endswith(">>>") else key
+
+
+def align_configurations(base: dict[str, list[int]], head: dict[str, list[int]]) -> tuple[dict, dict]:
+    """Match by name alone where one side did not record launch configurations (a Nsight Compute CSV export of one
+    version does, another does not): a kernel's configured keys on one side fold into its bare name when the other
+    side has that bare name only."""
+    base, head = dict(base), dict(head)
+    for this, other in ((base, head), (head, base)):
+        for key in [k for k in this if k not in other and _bare(k) == k]:
+            configured = [k for k in other if k not in this and k != key and _bare(k) == key]
+            if configured:
+                other[key] = [d for k in configured for d in other.pop(k)]
+    return base, head
 
 
 def finding_subject(finding: dict) -> list[str]:
@@ -249,6 +278,10 @@ def verdict(gpu_time: dict, same_work: dict, launches: tuple[int, int]) -> dict:
     if not same_amount and gpu_time["change_pct"] is not None and work_change is not None:
         aside = (f"; per analysis window {gpu_time['change_pct']:+.1f}%, with {work_change:+.1f}% kernel launches "
                  "in HEAD's window")
+    if measure["ci_low_pct"] is None and change != 0:
+        return {**out, "status": "no significance",
+                "text": f"HEAD's GPU kernel time {basis} is {change:+.1f}% of BASE's; no significance can be given "
+                        f"(one launch per kernel, no spread to judge noise by){aside}"}
     if not measure["significant"]:
         return {**out, "status": "no change",
                 "text": f"no change: HEAD's GPU kernel time {basis} is {change:+.1f}% of BASE's, within noise or "
@@ -264,6 +297,7 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
     (as :func:`kernel_durations` returns them), as one JSON-ready dict."""
     bd = base if isinstance(base, dict) else base.to_dict()
     hd = head if isinstance(head, dict) else head.to_dict()
+    base_kernels, head_kernels = align_configurations(base_kernels, head_kernels)
     keys = sorted(set(base_kernels) | set(head_kernels))
     gpu_time = total_change([base_kernels.get(k, []) for k in keys], [head_kernels.get(k, []) for k in keys])
     same_work = same_work_change([(base_kernels[k], head_kernels[k]) for k in keys

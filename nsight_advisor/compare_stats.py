@@ -108,7 +108,7 @@ def total_change(base_groups: Sequence[Sequence[float]], head_groups: Sequence[S
     th, vh = moments(head_groups)
     out = {"base_ns": int(round(tb)), "head_ns": int(round(th)), "change_pct": pct_change(tb, th),
            "ci_low_pct": None, "ci_high_pct": None, "significant": False}
-    if tb <= 0 or th <= 0:
+    if tb <= 0 or th <= 0 or (vb == 0 and vh == 0):  # no spread to judge by: one launch per kernel
         return out
     ratio = th / tb
     se = ratio * np.sqrt(vh / th**2 + vb / tb**2)
@@ -146,6 +146,9 @@ def same_work_change(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -
     if den <= 0 or num <= 0:
         return out
     ratio = num / den
+    out["change_pct"] = (ratio - 1.0) * 100.0
+    if var_num == 0 and var_den == 0:  # no spread to judge by: one launch per kernel
+        return out
     se = ratio * np.sqrt(var_num / num**2 + var_den / den**2)
     out["change_pct"] = (ratio - 1.0) * 100.0
     out["ci_low_pct"] = float((ratio - Z95 * se - 1.0) * 100.0)

@@ -268,6 +268,23 @@ def test_markdown_keeps_hostile_kernel_names_inert() -> None:
     assert md.count("<script>") == 1 and "\n# heading" not in md
 
 
+@pytest.mark.parametrize("stem", ["sgemm_rtx2080ti.details", "monte_carlo_pi.details", "sgemm_rtx2080ti.raw",
+                                  "monte_carlo_pi.raw"])
+def test_ncu_csv_version_pair_is_no_change(stem: str, tmp_path: Path) -> None:
+    """The same run exported by Nsight Compute 2022.3 and 2024.1 (one records launch configurations, the other
+    not in the details pages): every kernel matched, nothing changed."""
+    base = TRACES / "ncu-csv" / f"{stem}.ncu2022.3.csv"
+    head = TRACES / "ncu-csv" / f"{stem}.ncu2024.1.csv"
+    _need(base, head)
+    data, proc = _compare_json(base, head, tmp_path, "--fail-on-regression", "0")
+    assert proc.returncode == 0
+    assert data["verdict"]["status"] == "no change" and data["verdict"]["change_pct"] == 0
+    assert data["kernels"] and all(k["status"] == "unchanged" and k["base"]["launches"] == k["head"]["launches"]
+                                   for k in data["kernels"])
+    assert data["kernel_counts"]["added"] == data["kernel_counts"]["removed"] == 0
+    assert all(f["status"] == "unchanged" for f in data["findings"])
+
+
 def test_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     _need(CLOVERLEAF)
     proc = _cli("compare", str(CLOVERLEAF), str(tmp_path / "missing.sqlite"), cwd=tmp_path)
