@@ -293,8 +293,8 @@ _COMPARE_EXIT_HELP = (
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the comparison here (default: stdout).")
-@click.option("--format", "fmt", type=click.Choice(["json", "md", "sarif"]), default=None,
-              help="Output format (default: from the -o suffix, .json or .sarif, else md).")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "sarif", "html"]), default=None,
+              help="Output format (default: from the -o suffix, .json, .sarif or .html, else md).")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT", default=None,
               help="Exit 1 when the headline or a kernel's median is significantly slower by more than PCT percent.")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache already holds the captures.")
@@ -314,7 +314,7 @@ def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
     from nsight_advisor.report.compare_report import render_comparison
 
     suffix = output.suffix.lower() if output is not None else ""
-    fmt = fmt or {".json": "json", ".sarif": "sarif"}.get(suffix, "md")
+    fmt = fmt or {".json": "json", ".sarif": "sarif", ".html": "html", ".htm": "html"}.get(suffix, "md")
     workflow.refuse_inputs_as_output(output, [base, head])
     sides = [cmp.analyze_side([p], use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
     comparison = cmp.compare_results(sides[0][0], sides[1][0], sides[0][1], sides[1][1],

@@ -1,4 +1,4 @@
-"""``compare --format json|md|sarif``: a comparison (:func:`nsight_advisor.compare.compare_results`) as strict
+"""``compare --format json|md|sarif|html``: a comparison (:func:`nsight_advisor.compare.compare_results`) as strict
 JSON, as Markdown short enough for a pull-request comment (at most 65,536 characters), or as SARIF 2.1.0 with each
 result's ``baselineState`` (new, unchanged, updated, absent) for code scanning.
 
@@ -21,12 +21,16 @@ _NAME_CHARS = (100, 60, 40)
 
 
 def render_comparison(comparison: dict, fmt: str, analyses: tuple[Any, Any] | None = None) -> str:
-    """The comparison as ``json``, ``md`` or ``sarif`` (which needs ``analyses``: BASE's and HEAD's AnalysisResult
+    """The comparison as ``json``, ``md``, ``html`` (:mod:`~nsight_advisor.report.compare_html`) or ``sarif`` (which needs ``analyses``: BASE's and HEAD's AnalysisResult
     or its ``to_dict()``, the ones the comparison was made from)."""
     if fmt == "json":
         return json.dumps(jsonable(comparison), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if fmt == "md":
         return render_comparison_markdown(comparison)
+    if fmt == "html":
+        from nsight_advisor.report.compare_html import render_comparison_html
+
+        return render_comparison_html(comparison)
     if fmt == "sarif":
         if analyses is None:
             raise ValueError("the SARIF of a comparison needs both analyses")
