@@ -25,36 +25,37 @@ SUBJECT_COLUMNS = 3
 PARTITION_PARTS = ("kernel_ns", "copy_ns", "memset_ns", "idle_ns")
 
 
+#: A kernel's identity across runs (SQL over kernels or ncu_kernels): the name, and grid and block when the capture
+#: recorded them, as ``name <<<(gx,gy,gz), (bx,by,bz)>>>``.
+_KERNEL_KEY = ("CASE WHEN grid_x IS NULL OR grid_y IS NULL OR grid_z IS NULL OR block_x IS NULL OR block_y IS NULL "
+               "OR block_z IS NULL THEN coalesce(name, '(unnamed)') ELSE coalesce(name, '(unnamed)') || ' <<<(' || "
+               "grid_x || ',' || grid_y || ',' || grid_z || '), (' || block_x || ',' || block_y || ',' || block_z || "
+               "')>>>' END")
+
+
 def kernel_durations(con, capture_ids: Sequence[int]) -> dict[str, list[int]]:
     """Per-launch durations (ns) keyed by kernel: its name, with the launch configuration when recorded.
 
     From the timeline (``kernels``); a capture without one (a Nsight Compute report or CSV) gives its profiled
-    kernels' durations (``ncu_kernels``), which Nsight Compute measured under replay.
+    kernels' durations (``ncu_kernels``), which Nsight Compute measured under replay. Grouped in the database: one
+    row per kernel comes back, not one per launch.
     """
     import duckdb
 
     ids = list(capture_ids)
-    cols = "name, grid_x, grid_y, grid_z, block_x, block_y, block_z, duration_ns"
-    where = "WHERE capture_id IN (SELECT unnest(?)) AND duration_ns IS NOT NULL"
-    rows = con.execute(f"SELECT {cols} FROM kernels {where} ORDER BY start_ns", [ids]).fetchall()
+
+    def grouped(table: str, order: str) -> list[tuple]:
+        return con.execute(
+            f"SELECT {_KERNEL_KEY} AS k, list(CAST(round(duration_ns) AS BIGINT) ORDER BY {order}) FROM {table} "
+            "WHERE capture_id IN (SELECT unnest(?)) AND duration_ns IS NOT NULL GROUP BY k", [ids]).fetchall()
+
+    rows = grouped("kernels", "start_ns")
     if not rows:
         try:
-            rows = con.execute(f"SELECT {cols} FROM ncu_kernels {where} ORDER BY capture_id, kernel_id",
-                               [ids]).fetchall()
+            rows = grouped("ncu_kernels", "capture_id, kernel_id")
         except duckdb.CatalogException:  # a store without Nsight Compute tables
             rows = []
-    out: dict[str, list[int]] = defaultdict(list)
-    for name, gx, gy, gz, bx, by, bz, dur in rows:
-        out[kernel_key(name, (gx, gy, gz), (bx, by, bz))].append(int(round(dur)))
-    return dict(out)
-
-
-def kernel_key(name: str | None, grid: tuple, block: tuple) -> str:
-    """A kernel's identity across runs: the name, and grid and block when the capture recorded them."""
-    name = name if name is not None else "(unnamed)"
-    if any(v is None for v in (*grid, *block)):
-        return name
-    return f"{name} <<<({','.join(map(str, grid))}), ({','.join(map(str, block))})>>>"
+    return {key: durations for key, durations in rows}
 
 
 def _bare(key: str) -> str:
