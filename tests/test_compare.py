@@ -131,8 +131,9 @@ def test_stretched_kernel_is_named_with_its_factor(tmp_path: Path) -> None:
     assert others and all(k["status"] == "unchanged" and not k["significant"] for k in others)
     assert data["kernel_counts"]["slower"] == len(stretched)
     # --fail-on-regression: exceeded below the injected 30%, not above it
-    _, failing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "20")
+    again, failing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "20")
     assert failing.returncode == 1
+    assert again == data  # seeded: the same pair gives the same intervals
     _, passing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "40")
     assert passing.returncode == 0
 
