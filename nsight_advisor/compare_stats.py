@@ -18,9 +18,10 @@ import numpy as np
 
 #: Bootstrap resamples per kernel: the 2.5th and 97.5th percentiles of 1000 are stable to a few tenths of a percent.
 BOOTSTRAP_RESAMPLES = 1000
-#: Launches per side a bootstrap draws from (a seeded subsample beyond it): the median's interval from 2,000 of a
-#: kernel's launches is already narrow, and the cost per kernel stays bounded on million-kernel captures.
-BOOTSTRAP_MAX_LAUNCHES = 2000
+#: Launches per side a bootstrap draws from (a seeded subsample beyond it): the median's interval from 500 of a
+#: kernel's launches is already a fraction of a percent wide for a steady kernel (and only wider, never narrower,
+#: than from all of them), and the cost per kernel stays bounded on million-kernel captures (docs/performance.md).
+BOOTSTRAP_MAX_LAUNCHES = 500
 #: The smallest change of a median (or of the GPU time) reported as a regression or an improvement, in percent.
 MIN_EFFECT_PCT = 2.0
 #: The seed of every bootstrap (mixed with the kernel's key): the same pair always gives the same intervals.
