@@ -282,6 +282,51 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     return EXIT_OK
 
 
+_COMPARE_EXIT_HELP = (
+    "\b\nExit codes:\n  0  done (no significant regression above --fail-on-regression)\n"
+    "  1  a significant regression above --fail-on-regression\n  2  bad input or usage (one line on stderr)\n"
+    "  3  internal error (please report it; details are written to a file)"
+)
+
+
+@main.command(epilog=_COMPARE_EXIT_HELP)
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("head", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the comparison here (default: stdout).")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "sarif", "html"]), default=None,
+              help="Output format (default: from the -o suffix, .json, .sarif or .html, else md).")
+@click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT", default=None,
+              help="Exit 1 when the headline or a kernel's median is significantly slower by more than PCT percent.")
+@click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache already holds the captures.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
+    """Compare two runs: what got slower or faster, whether it is outside the noise, and which findings changed.
+
+    BASE, HEAD: one capture each (any format `analyze` reads), or a store (.duckdb).
+
+    \b
+    Examples:
+      nsight-advisor compare before.sqlite after.sqlite -o compare.md
+      nsight-advisor compare before.sqlite after.sqlite --format json --fail-on-regression 5
+    """
+    from nsight_advisor import compare as cmp
+    from nsight_advisor import workflow
+    from nsight_advisor.report.compare_report import render_comparison
+
+    suffix = output.suffix.lower() if output is not None else ""
+    fmt = fmt or {".json": "json", ".sarif": "sarif", ".html": "html", ".htm": "html"}.get(suffix, "md")
+    workflow.refuse_inputs_as_output(output, [base, head])
+    sides = [cmp.analyze_side([p], use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
+    comparison = cmp.compare_results(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
+                                     base_name=cmp.side_name([base]), head_name=cmp.side_name([head]))
+    text = render_comparison(comparison, fmt, (sides[0][0], sides[1][0]))
+    workflow.write_text_atomic(output if output is not None else Path("-"), text)
+    worst = cmp.worst_regression_pct(comparison)
+    if fail_pct is not None and worst is not None and worst > fail_pct:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
 @main.command()
 @click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--store", "store_path", required=True, type=click.Path(path_type=Path),
