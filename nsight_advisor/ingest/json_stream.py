@@ -28,6 +28,8 @@ _AFTER_ELEMENT = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 # A value cut by the window's end fails within this many characters of it (a cut literal, number or escape);
 # an unterminated string fails where the string starts, so it always asks for more text.
 _CUT_MARGIN = 12
+# Characters left in the window below which the element loop refills it first.
+_AHEAD = 64 * 1024
 
 
 class TruncatedJSON(ValueError):
@@ -143,20 +145,46 @@ def iter_array(fh: IO[bytes], key: str, *, read_bytes: int = READ_BYTES) -> Iter
     if w.peek() == "]":
         w.pos += 1
     else:
-        scan = w.scan
-        while True:
-            # The hot path: decode an element in place; the window's slow paths handle its edges.
-            try:
-                obj, end = scan(w.buf, w.pos)
-                if end > len(w.buf) - _CUT_MARGIN:
-                    raise StopIteration  # maybe cut by the window's end: the slow path checks
-                w.pos = end
-            except (StopIteration, json.JSONDecodeError):
-                obj = w.value()
-            yield obj
-            if not w.after_element():
-                break
+        yield from _elements(w)
     _finish_object(w)
+
+
+def _elements(w: _Window) -> Iterator:
+    """The array's elements, from its first to past its closing bracket.
+
+    The hot path of a trace's read: the window's text and position are held in locals, and the window is
+    refilled before fewer than :data:`_AHEAD` characters are left, so an element is cut by the window's end
+    (and decoded again by the slow path, :meth:`_Window.value`) only when it is longer than that.
+    """
+    scan, after = w.scan, _AFTER_ELEMENT.match
+    buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+    while True:
+        if pos > ahead and not w.eof:
+            w.pos = pos
+            w.refill()
+            buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+        try:
+            obj, end = scan(buf, pos)
+            if end > len(buf) - _CUT_MARGIN:
+                raise StopIteration  # maybe cut by the window's end: the slow path checks
+            pos = end
+        except (StopIteration, json.JSONDecodeError):
+            w.pos = pos
+            obj = w.value()
+            buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+        yield obj
+        m = after(buf, pos)
+        if m is not None and m.end() < len(buf):
+            pos = m.end()
+            if m.group(1) == "]":
+                break
+        else:
+            w.pos = pos
+            more = w.after_element()
+            buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+            if not more:
+                break
+    w.pos = pos
 
 
 def _find_member(w: _Window, key: str) -> bool:
