@@ -13,7 +13,10 @@ commit it.
 Each measurement runs in a fresh process, one after the other, in the same run:
 
 * parse: ijson's C backend (``yajl2_c``) iterating ``traceEvents`` one dict at a time and doing nothing with
-  them: the floor for any streaming reader of this format in Python;
+  them: the plain streaming parse the target is set against (run before and after the ingest);
+* parse, stdlib (``--stdlib-parse``): the same with the reader the ingest uses (``nsight_advisor.ingest.
+  json_stream``: the standard library's C scanner over a window of the file), which is faster than ijson, so the
+  ingest's cost beyond its own parser shows too;
 * ingest: ``nsight-advisor ingest FILE --store STORE`` (store on disk), the whole command;
 * cold analyze (optional): ``nsight-advisor analyze FILE --no-cache`` with an empty cache: the ingest without
   ``cpu_ops`` (no rule reads them; listed in ``capture_deferred``), every rule, a JSON report;

@@ -28,6 +28,8 @@ _AFTER_ELEMENT = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 # A value cut by the window's end fails within this many characters of it (a cut literal, number or escape);
 # an unterminated string fails where the string starts, so it always asks for more text.
 _CUT_MARGIN = 12
+# The end of a text cut inside a literal or a number ("nu", "1.", "-"): truncated rather than bad.
+_CUT_TAIL = re.compile(r"(?:n(?:u(?:ll?)?)?|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|[-+.eE0-9]{1,11})")
 # Characters left in the window below which the element loop refills it first.
 _AHEAD = 64 * 1024
 
@@ -61,7 +63,12 @@ class _Window:
             return False
         pending = len(self.buf) - self.pos
         data = self.fh.read(max(self.read_bytes, pending))
-        text = self.decode(data, final=not data)
+        try:
+            text = self.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            if not data and exc.reason == "unexpected end of data":  # cut inside a character
+                raise TruncatedJSON("the text ends inside the JSON") from None
+            raise
         self.offset += self.pos
         self.buf, self.pos = self.buf[self.pos:] + text, 0
         self.eof = not data
@@ -112,7 +119,7 @@ class _Window:
         ``unterminated``: the scan ran to the window's end (a string or escape that is not finished)."""
         if (unterminated or pos > len(self.buf) - _CUT_MARGIN) and self.refill():
             return
-        if unterminated or pos >= len(self.buf):  # at the end of the whole text
+        if unterminated or pos >= len(self.buf) or _CUT_TAIL.fullmatch(self.buf, pos):  # at the text's end
             raise TruncatedJSON("the text ends inside the JSON")
         self.bad(what[:1].lower() + what[1:], pos)
 
