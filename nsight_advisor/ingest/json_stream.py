@@ -3,7 +3,7 @@
 ``json``'s scanner (``JSONDecoder.scan_once``) decodes one value from a position in a string; this module feeds it
 a window of the file (:data:`READ_BYTES` at a time, more while one value is longer) and steps from element to
 element of the array, so memory holds the window and one element, never the file. It is the same parser
-``json.loads`` uses, which decodes a Kineto trace's events about a third faster than ijson's C backend
+``json.loads`` uses, which decodes a Kineto trace's events in about 30% less CPU time than ijson's C backend
 (docs/performance.md). Numbers with a fraction or an exponent come out as ``decimal.Decimal`` from the file's own
 digits; whole numbers as ``int``; ``NaN`` and ``Infinity`` (not JSON) are refused.
 
