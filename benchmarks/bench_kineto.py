@@ -13,7 +13,10 @@ commit it.
 Each measurement runs in a fresh process, one after the other, in the same run:
 
 * parse: ijson's C backend (``yajl2_c``) iterating ``traceEvents`` one dict at a time and doing nothing with
-  them: the floor for any streaming reader of this format in Python;
+  them: the plain streaming parse the target is set against (run before and after the ingest);
+* parse, stdlib (``--stdlib-parse``): the same with the reader the ingest uses (``nsight_advisor.ingest.
+  json_stream``: the standard library's C scanner over a window of the file), which is faster than ijson, so the
+  ingest's cost beyond its own parser shows too;
 * ingest: ``nsight-advisor ingest FILE --store STORE`` (store on disk), the whole command;
 * cold analyze (optional): ``nsight-advisor analyze FILE --no-cache`` with an empty cache: the ingest without
   ``cpu_ops`` (no rule reads them; listed in ``capture_deferred``), every rule, a JSON report;
@@ -111,6 +114,18 @@ with open(sys.argv[1], 'rb') as fh:
 print(n)
 """
 
+# The same plain parse with the reader the ingest uses (the standard library's C scanner over a window of the
+# file), so the ingest's cost beyond its own parser shows too.
+_PARSE_STDLIB = """
+import sys
+from nsight_advisor.ingest.json_stream import iter_array
+n = 0
+with open(sys.argv[1], 'rb') as fh:
+    for _ in iter_array(fh, 'traceEvents'):
+        n += 1
+print(n)
+"""
+
 _ANALYZE = """
 import os, shutil, subprocess, sys
 shutil.rmtree(sys.argv[2], ignore_errors=True)
@@ -148,6 +163,8 @@ def main() -> int:
     ap.add_argument("--gb", type=float, default=2.0, help="size of the replay, GB uncompressed (default 2)")
     ap.add_argument("--out", type=Path, default=Path("/tmp"))
     ap.add_argument("--duckdb-json", action="store_true", help="also time DuckDB's read_json on the replay")
+    ap.add_argument("--stdlib-parse", action="store_true",
+                    help="also time the plain parse with the ingest's own reader (json_stream)")
     ap.add_argument("--analyze", action="store_true",
                     help="also time a cold `analyze` (cpu_ops deferred: no rule reads them), every rule included")
     args = ap.parse_args()
@@ -166,6 +183,8 @@ def main() -> int:
         "ingest": timed([*measured, "-m", "nsight_advisor", "ingest", "-q", str(replay), "--store", str(store)]),
         "parse again": timed([*measured, "-c", _PARSE, str(replay)]),
     }
+    if args.stdlib_parse:
+        results["parse, stdlib"] = timed([*measured, "-c", _PARSE_STDLIB, str(replay)])
     if args.analyze:
         cache = args.out / "kineto_replay_bench_cache"
         results["cold analyze"] = timed([*measured, "-c", _ANALYZE, str(replay), str(cache),
@@ -173,12 +192,15 @@ def main() -> int:
     if args.duckdb_json:
         results["duckdb-json"] = timed([*measured, "-c", _DUCKDB, str(replay)], timeout=1800)
     for name, (wall, out) in results.items():
-        print(f"{name:12s} {wall:8.1f} s  {out}")
+        print(f"{name:14s} {wall:8.1f} s  {out}")
     parse = (results["parse"][0] + results["parse again"][0]) / 2
     print(f"ingest / parse (wall, the parses' mean): {results['ingest'][0] / parse:.2f}x")
     cpu = {name: float(out.split("cpu ")[1].split(" s")[0]) for name, (_w, out) in results.items() if "cpu " in out}
     if {"parse", "parse again", "ingest"} <= set(cpu):
         print(f"ingest / parse (CPU seconds): {cpu['ingest'] / ((cpu['parse'] + cpu['parse again']) / 2):.2f}x")
+    if "parse, stdlib" in cpu and "ingest" in cpu:
+        print(f"ingest / stdlib parse: {results['ingest'][0] / results['parse, stdlib'][0]:.2f}x wall, "
+              f"{cpu['ingest'] / cpu['parse, stdlib']:.2f}x CPU")
     if store.exists():
         print(f"store: {store.stat().st_size / 1e9:.2f} GB")
     return 0

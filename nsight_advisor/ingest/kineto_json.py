@@ -3,10 +3,11 @@
 A Kineto trace is Chrome-trace JSON, usually gzipped: one object whose ``traceEvents`` array holds every event,
 and beside it ``schemaVersion``, ``deviceProperties`` and ``distributedInfo``, which Kineto writes before the
 events (``traceName`` and ``baseTimeNanoseconds`` come after them and are not read). The header is read with
-ijson's token parser up to the ``traceEvents`` key; the events with ijson's C backend (``yajl2_c``), which builds
-one small dict per event and keeps nothing else (docs/performance.md compares it with DuckDB's JSON reader).
+ijson's token parser up to the ``traceEvents`` key; the events with the standard library's C scanner
+(:mod:`.json_stream`), which builds one small dict per event and keeps nothing else (docs/performance.md compares
+it with ijson's C backend and DuckDB's JSON reader).
 
-Numbers with a fraction come out of the parser as ``decimal.Decimal`` built from the file's own digits, so a
+Numbers with a fraction come out of either parser as ``decimal.Decimal`` built from the file's own digits, so a
 timestamp in microseconds becomes integer nanoseconds exactly (:func:`to_ns`), with no float in between.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from nsight_advisor.errors import InputError
+from nsight_advisor.ingest.json_stream import BadJSON, TruncatedJSON, iter_array
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -120,10 +122,9 @@ def _build(events: Iterator[tuple]):
 
 def iter_events(path: Path) -> Iterator[dict]:
     """Every element of ``traceEvents``, one dict at a time. Errors of the input surface as InputError."""
-    ijson = _ijson()
     try:
         with open_text(path) as fh:
-            yield from ijson.items(fh, "traceEvents.item", buf_size=READ_BYTES)
+            yield from iter_array(fh, "traceEvents", read_bytes=READ_BYTES)
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - see read_header
@@ -135,6 +136,10 @@ def input_error(path: Path, exc: BaseException) -> InputError:
     from ijson.common import IncompleteJSONError, JSONError
 
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, TruncatedJSON):
+        return InputError(f"{path}: truncated JSON (the file ends inside the trace); copy the trace again")
+    if isinstance(exc, BadJSON):
+        return InputError(f"{path}: not valid JSON ({text[:200]})")
     if isinstance(exc, EOFError) or "end-of-stream" in text:
         return InputError(f"{path}: truncated gzip file ({text}); copy the trace again")
     if isinstance(exc, (zlib.error, gzip.BadGzipFile)):

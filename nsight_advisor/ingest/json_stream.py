@@ -1,0 +1,235 @@
+"""Stream the elements of one array member of a top-level JSON object, with the standard library's C scanner.
+
+``json``'s scanner (``JSONDecoder.scan_once``) decodes one value from a position in a string; this module feeds it
+a window of the file (:data:`READ_BYTES` at a time, more while one value is longer) and steps from element to
+element of the array, so memory holds the window and one element, never the file. It is the same parser
+``json.loads`` uses, which decodes a Kineto trace's events in about 30% less CPU time than ijson's C backend
+(docs/performance.md). Numbers with a fraction or an exponent come out as ``decimal.Decimal`` from the file's own
+digits; whole numbers as ``int``; ``NaN`` and ``Infinity`` (not JSON) are refused.
+
+Everything after the array is read too, up to the object's closing brace, so a file cut short anywhere is
+reported (:class:`TruncatedJSON`), as is text that is not JSON (:class:`BadJSON`, with its character offset).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from decimal import Decimal
+from typing import IO, Iterator
+
+#: Bytes read from the file per refill of the window.
+READ_BYTES = 1 << 20
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+# What may follow an element of the array: a comma or the closing bracket, with whitespace either side.
+_AFTER_ELEMENT = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+# A value cut by the window's end fails within this many characters of it (a cut literal, number or escape);
+# an unterminated string fails where the string starts, so it always asks for more text.
+_CUT_MARGIN = 12
+# The end of a text cut inside a literal or a number ("nu", "1.", "-"): truncated rather than bad.
+_CUT_TAIL = re.compile(r"(?:n(?:u(?:ll?)?)?|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)?|[-+.eE0-9]{1,11})")
+# Characters left in the window below which the element loop refills it first.
+_AHEAD = 64 * 1024
+
+
+class TruncatedJSON(ValueError):
+    """The text ends inside the JSON value."""
+
+
+class BadJSON(ValueError):
+    """The text is not JSON; the message says what was expected and at which character."""
+
+
+def _refuse_constant(name: str):
+    raise BadJSON(f"{name} is not a JSON number")
+
+
+class _Window:
+    """The decoded text of a byte stream from the first unread character on, refilled on demand."""
+
+    def __init__(self, fh: IO[bytes], read_bytes: int) -> None:
+        self.fh, self.read_bytes = fh, read_bytes
+        self.decode = codecs.getincrementaldecoder("utf-8-sig")().decode  # a split character waits for its rest
+        self.buf, self.pos, self.offset, self.eof = "", 0, 0, False
+        decoder = json.JSONDecoder(parse_float=Decimal, parse_constant=_refuse_constant)
+        self.scan = decoder.scan_once
+
+    def refill(self) -> bool:
+        """Drop the read text and append the next chunk, at least as long as what is pending (so a long value
+        costs a few rescans, not one per chunk). False at the end of the stream."""
+        if self.eof:
+            return False
+        pending = len(self.buf) - self.pos
+        data = self.fh.read(max(self.read_bytes, pending))
+        try:
+            text = self.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            if not data and exc.reason == "unexpected end of data":  # cut inside a character
+                raise TruncatedJSON("the text ends inside the JSON") from None
+            raise
+        self.offset += self.pos
+        self.buf, self.pos = self.buf[self.pos:] + text, 0
+        self.eof = not data
+        return True
+
+    def skip_space(self) -> None:
+        while True:
+            self.pos = _SPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf) or not self.refill():
+                return
+
+    def peek(self) -> str:
+        """The next non-space character; TruncatedJSON at the end of the text."""
+        self.skip_space()
+        if self.pos >= len(self.buf):
+            raise TruncatedJSON("the text ends inside the JSON")
+        return self.buf[self.pos]
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            self.bad(f"expecting {char!r}")
+        self.pos += 1
+
+    def bad(self, what: str, pos: int | None = None):
+        raise BadJSON(f"{what} at character {self.offset + (self.pos if pos is None else pos):,}")
+
+    def value(self):
+        """The next value (whitespace before it skipped); the window moves past it."""
+        self.skip_space()
+        while True:
+            try:
+                obj, end = self.scan(self.buf, self.pos)
+            except StopIteration as stop:  # its value: where a value was expected (maybe inside this one)
+                self.retry_or_raise("expecting a value", stop.value)
+                continue
+            except json.JSONDecodeError as exc:
+                cut = exc.msg.startswith("Unterminated string") or (
+                    exc.msg.startswith("Invalid \\uXXXX") and exc.pos > len(self.buf) - 6)
+                self.retry_or_raise(exc.msg, exc.pos, cut)
+                continue
+            if end > len(self.buf) - _CUT_MARGIN and self.refill():  # a number ("1." of "1.5") may be cut
+                continue
+            self.pos = end
+            return obj
+
+    def retry_or_raise(self, what: str, pos: int, unterminated: bool = False) -> None:
+        """After a failed scan: refill when the window's end may have cut the value, else raise.
+        ``unterminated``: the scan ran to the window's end (a string or escape that is not finished)."""
+        if (unterminated or pos > len(self.buf) - _CUT_MARGIN) and self.refill():
+            return
+        if unterminated or pos >= len(self.buf) or _CUT_TAIL.fullmatch(self.buf, pos):  # at the text's end
+            raise TruncatedJSON("the text ends inside the JSON")
+        self.bad(what[:1].lower() + what[1:], pos)
+
+    def after_element(self) -> bool:
+        """Past the comma or bracket after an array element: True when another element follows."""
+        while True:
+            m = _AFTER_ELEMENT.match(self.buf, self.pos)
+            if m is not None and (m.end() < len(self.buf) or self.eof):
+                self.pos = m.end()
+                return m.group(1) == ","
+            if m is None:
+                rest = _SPACE.match(self.buf, self.pos).end()
+                if rest < len(self.buf):
+                    self.bad("expecting ',' or ']' after an array element", rest)
+            if not self.refill():
+                raise TruncatedJSON("the text ends inside the JSON")
+
+
+def iter_array(fh: IO[bytes], key: str, *, read_bytes: int = READ_BYTES) -> Iterator:
+    """Each element of the array that is member ``key`` of the top-level object in ``fh``, one at a time.
+
+    Raises BadJSON (not JSON, or ``key`` absent or not an array), TruncatedJSON (the text ends early),
+    UnicodeDecodeError (not UTF-8) or RecursionError (nested too deeply for the scanner).
+    """
+    w = _Window(fh, read_bytes)
+    w.expect("{")
+    if not _find_member(w, key):
+        w.bad(f"no {key!r} member before the end of the object")
+    w.expect("[")
+    if w.peek() == "]":
+        w.pos += 1
+    else:
+        yield from _elements(w)
+    _finish_object(w)
+
+
+def _elements(w: _Window) -> Iterator:
+    """The array's elements, from its first to past its closing bracket.
+
+    The hot path of a trace's read: the window's text and position are held in locals, and the window is
+    refilled before fewer than :data:`_AHEAD` characters are left, so an element is cut by the window's end
+    (and decoded again by the slow path, :meth:`_Window.value`) only when it is longer than that.
+    """
+    scan, after = w.scan, _AFTER_ELEMENT.match
+    buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+    while True:
+        if pos > ahead and not w.eof:
+            w.pos = pos
+            w.refill()
+            buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+        try:
+            obj, end = scan(buf, pos)
+            if end > len(buf) - _CUT_MARGIN:
+                raise StopIteration  # maybe cut by the window's end: the slow path checks
+            pos = end
+        except (StopIteration, json.JSONDecodeError):
+            w.pos = pos
+            obj = w.value()
+            buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+        yield obj
+        m = after(buf, pos)
+        if m is not None and m.end() < len(buf):
+            pos = m.end()
+            if m.group(1) == "]":
+                break
+        else:
+            w.pos = pos
+            more = w.after_element()
+            buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+            if not more:
+                break
+    w.pos = pos
+
+
+def _find_member(w: _Window, key: str) -> bool:
+    """Move past the ':' of member ``key`` of the object just opened; False when the object ends first."""
+    if w.peek() == "}":
+        return False
+    while True:
+        name = w.value()
+        if type(name) is not str:
+            w.bad("expecting a member name")
+        w.expect(":")
+        if name == key:
+            return True
+        w.value()
+        char = w.peek()
+        w.pos += 1
+        if char == "}":
+            return False
+        if char != ",":
+            w.bad("expecting ',' or '}'", w.pos - 1)
+
+
+def _finish_object(w: _Window) -> None:
+    """Read the members after the array to the object's end, then nothing but space."""
+    while True:
+        char = w.peek()
+        w.pos += 1
+        if char == "}":
+            break
+        if char != ",":
+            w.bad("expecting ',' or '}'", w.pos - 1)
+        if type(w.value()) is not str:
+            w.bad("expecting a member name")
+        w.expect(":")
+        w.value()
+    w.skip_space()
+    if w.pos < len(w.buf):
+        w.bad("text after the end of the JSON")
+
+
+__all__ = ["iter_array", "TruncatedJSON", "BadJSON", "READ_BYTES"]
