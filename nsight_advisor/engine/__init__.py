@@ -93,6 +93,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor import __version__
     from nsight_advisor.engine import accounting
     from nsight_advisor.engine.gpu_override import apply_gpu_override
+    from nsight_advisor.engine.iterations import find_iterations
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
     from nsight_advisor.engine.summary import build_summary
     from nsight_advisor.progress import Progress
@@ -103,6 +104,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     captures = read_captures(con, capture_ids)
     disable_external_access(con)
     accounting.prepare(con, capture_ids, window)
+    iterations = {cid: find_iterations(con, cid) for cid in capture_ids}
     findings, outcomes = [], []
     # One status line on a terminal, drawn only once the rules have taken over a second.
     with Progress("rules", len(rules) + 1, enabled=progress) as bar:
@@ -122,6 +124,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     for c in captures:
         cap = _public_capture(c)
         cap["accounting"] = accounts.get(c["capture_id"], [])
+        found = iterations.get(c["capture_id"])
+        cap["iterations"] = found.public() if found is not None else None
         if gpu_notes.get(c["capture_id"]):
             cap["gpu_notes"] = gpu_notes[c["capture_id"]]
         public.append(cap)
