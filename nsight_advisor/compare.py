@@ -22,7 +22,7 @@ COMPARISON_SCHEMA_VERSION = 1
 FINDING_CHANGE_FRACTION = 0.10
 #: Leading evidence columns that can name a finding's subject (a kernel, an API, a cause).
 SUBJECT_COLUMNS = 3
-PARTITION_PARTS = ("kernel_ns", "copy_ns", "memset_ns", "idle_ns")
+PARTITION_PARTS = ("kernel_ns", "comm_ns", "copy_ns", "memset_ns", "idle_ns")
 
 
 #: A kernel's identity across runs (SQL over kernels or ncu_kernels): the name, and grid and block when the capture

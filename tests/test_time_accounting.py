@@ -37,10 +37,11 @@ def _check_invariants(doc: dict) -> None:
         for a in cap["accounting"]:
             window = a["window_end_ns"] - a["window_start_ns"]
             assert window > 0
-            assert a["kernel_ns"] + a["copy_ns"] + a["memset_ns"] + a["idle_ns"] == window, a
+            assert a["kernel_ns"] + a["comm_ns"] + a["copy_ns"] + a["memset_ns"] + a["idle_ns"] == window, a
             assert set(a["idle_by_cause"]) == set(IDLE_CAUSES)
             assert sum(a["idle_by_cause"].values()) == a["idle_ns"], a
-            assert min(a["kernel_ns"], a["copy_ns"], a["memset_ns"], a["idle_ns"], a["before_window_ns"]) >= 0
+            assert min(a["kernel_ns"], a["comm_ns"], a["copy_ns"], a["memset_ns"], a["idle_ns"],
+                       a["before_window_ns"]) >= 0
             windows[a["device_id"]] = window
         claimed = defaultdict(int)
         for f in doc["findings"]:

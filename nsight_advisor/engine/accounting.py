@@ -127,9 +127,9 @@ def _set_window(con, capture_ids: Sequence[int], window: WindowSpec) -> None:
 
 
 def read_accounting(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
-    """Per capture, one object per device: the window, kernel/copy/memset/idle time and idle time by cause.
+    """Per capture, one object per device: the window, kernel/comm/copy/memset/idle time and idle time by cause.
 
-    The four parts add up to the window exactly (a test holds every real capture to it); ``before_window_ns`` is
+    The five parts add up to the window exactly (a test holds every real capture to it); ``before_window_ns`` is
     the time from the capture's first recorded event to the window's start (one-time startup, not judged).
     """
     ids = [int(i) for i in capture_ids]
@@ -152,7 +152,7 @@ def read_accounting(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) 
             "device_id": None if device is None else int(device),
             "window_start_ns": int(start), "window_end_ns": int(end), "window_source": source,
             "before_window_ns": int(before),
-            "kernel_ns": 0, "copy_ns": 0, "memset_ns": 0, "idle_ns": 0,
+            "kernel_ns": 0, "comm_ns": 0, "copy_ns": 0, "memset_ns": 0, "idle_ns": 0,
             "idle_by_cause": {c: 0 for c in IDLE_CAUSES},
         })
         ns = int(ns or 0)

@@ -146,6 +146,7 @@ def roofline(roof: Mapping[str, Any] | None, width: int = 420, height: int = 280
 
 PARTITION_COLORS = {
     "kernel": "#2f6fb0",
+    "comm": "#8e5fb5",
     "copy": "#3d9a6a",
     "memset": "#7a9a3d",
     "idle: launch": "#e0c36a",
@@ -174,7 +175,8 @@ def partition_bars(accounting: list[Mapping[str, Any]] | None, width: int = 340)
         window = float(a.get("window_end_ns", 0)) - float(a.get("window_start_ns", 0))
         if window <= 0:
             continue
-        parts = [("kernel", a.get("kernel_ns")), ("copy", a.get("copy_ns")), ("memset", a.get("memset_ns"))]
+        parts = [("kernel", a.get("kernel_ns")), ("comm", a.get("comm_ns")), ("copy", a.get("copy_ns")),
+                 ("memset", a.get("memset_ns"))]
         parts += [(f"idle: {cause}", ns) for cause, ns in (a.get("idle_by_cause") or {}).items()]
         x, segments = 0.0, []
         for label, ns in parts:

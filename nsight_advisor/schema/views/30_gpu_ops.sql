@@ -31,6 +31,12 @@ create or replace macro na_api_class(base_name) as (
     end
 );
 
+-- @macro na_comm_kernel(name)
+-- Whether a kernel name is a communication kernel: NCCL's collective and point-to-point kernels
+-- (ncclKernel_AllReduce_RING_LL_Sum_float, ncclDevKernel_SendRecv, ...; NCCL 2.19 renamed ncclKernel_ to
+-- ncclDevKernel_).
+create or replace macro na_comm_kernel(name) as (name ilike 'nccl%kernel%');
+
 -- @view cuda_api_calls
 -- CUDA runtime and driver calls as api_calls holds them, less nested duplicates, with their class. Some nsys
 -- versions record one call twice under the same correlation id: the outer row under its plain name and an inner
@@ -95,17 +101,23 @@ anti join nested n
 -- @column duration_ns end_ns - start_ns, ns.
 -- @column bytes Bytes copied or set; NULL for kernels.
 -- @column direction Copy direction as memcpys.direction labels it; NULL for kernels and sets.
+-- @column comm Whether the operation is a communication kernel (na_comm_kernel: NCCL's kernels).
 create or replace view gpu_ops as
 -- kernel_rows, the table under the kernels view: gpu_ops carries no names, and the view's three name joins
 -- would cost a million-row join each time the analysis layer reads it
-select capture_id, device_id, stream_id, pid, correlation_id, 'kernel' as op, start_ns, end_ns, duration_ns,
-       null::bigint as bytes, null::varchar as direction
-from kernel_rows
+-- (the communication kernels are found among the few distinct names and joined back by id)
+select r.capture_id, r.device_id, r.stream_id, r.pid, r.correlation_id, 'kernel' as op, r.start_ns, r.end_ns,
+       r.duration_ns, null::bigint as bytes, null::varchar as direction, c.name_id is not null as comm
+from kernel_rows r
+left join (select capture_id, name_id from kernel_names where na_comm_kernel(name)) c
+    on c.capture_id = r.capture_id and c.name_id = coalesce(r.short_name_id, r.name_id)
 union all
-select capture_id, device_id, stream_id, pid, correlation_id, 'memcpy', start_ns, end_ns, duration_ns, bytes, direction
+select capture_id, device_id, stream_id, pid, correlation_id, 'memcpy', start_ns, end_ns, duration_ns, bytes, direction,
+       false
 from memcpys
 union all
-select capture_id, device_id, stream_id, pid, correlation_id, 'memset', start_ns, end_ns, duration_ns, bytes, null
+select capture_id, device_id, stream_id, pid, correlation_id, 'memset', start_ns, end_ns, duration_ns, bytes, null,
+       false
 from memsets;
 
 -- @view analysis_window

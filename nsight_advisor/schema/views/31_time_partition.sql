@@ -1,9 +1,10 @@
 -- The analysis layer, part 2: the time partition of each GPU over the analysis window.
 --
 -- One sweep over the start and end of every GPU operation (clipped to the window) cuts each device's window into
--- segments in which the set of running operation kinds does not change. A segment is 'kernel' when any kernel
--- runs, else 'copy' when a copy runs, else 'memset' when a set runs, else 'idle'. Their lengths therefore add up
--- to the window exactly, and overlapping work on concurrent streams counts once.
+-- segments in which the set of running operation kinds does not change. A segment is 'kernel' when a compute
+-- kernel runs, else 'comm' when only communication kernels (NCCL) run, else 'copy' when a copy runs, else 'memset'
+-- when a set runs, else 'idle'. Their lengths therefore add up to the window exactly, and overlapping work on
+-- concurrent streams counts once: communication overlapped by compute is kernel time, the rest is exposed.
 
 -- @view gpu_time_segments
 -- The pieces of each device's analysis window, one row per stretch in which the running operation kinds stay the
@@ -14,29 +15,33 @@
 -- @column start_ns Segment start, ns.
 -- @column end_ns Segment end, ns.
 -- @column duration_ns end_ns - start_ns, ns.
--- @column state kernel (a kernel runs), copy (copies and no kernel), memset (only sets) or idle.
--- @column kernels Kernels running in the segment.
+-- @column state kernel (a compute kernel runs), comm (only communication kernels run), copy (copies and no kernel),
+-- memset (only sets) or idle.
+-- @column kernels Kernels running in the segment, communication kernels included.
 -- @column h2d_copies Host-to-device copies running (directions containing 'Host-to-Device').
 -- @column d2h_copies Device-to-host copies running (directions containing 'Device-to-Host').
 -- @column other_copies Other copies running (device-to-device, peer, host-to-host).
 -- @column memsets Memory sets running.
+-- @column comm_kernels Communication kernels (gpu_ops.comm) running in the segment.
 create or replace view gpu_time_segments as
 with w as (
     select capture_id, start_ns, end_ns from analysis_window
 ),
 ops as (
     -- each operation as one packed counter: 12 bits per kind (kernel, host-to-device copy, device-to-host copy,
-    -- other copy, memset), so that one running sum counts all five (a device runs at most 128 concurrent kernels
-    -- and a handful of copies: no field overflows)
+    -- other copy, memset, communication kernel: counted as a kernel too), so that one running sum counts all six
+    -- (a device runs at most 128 concurrent kernels and a handful of copies: no field overflows; the sixth field
+    -- lies past 64 bits, hence hugeint)
     select
         o.capture_id, o.device_id,
         greatest(o.start_ns, w.start_ns) as start_ns,
         least(o.end_ns, w.end_ns) as end_ns,
-        case when o.op = 'kernel' then 1
+        case when o.op = 'kernel' and o.comm then 1::hugeint + (1::hugeint << 60)
+             when o.op = 'kernel' then 1
              when o.op = 'memcpy' and o.direction ilike '%host-to-device%' then 4096
              when o.op = 'memcpy' and o.direction ilike '%device-to-host%' then 16777216
              when o.op = 'memcpy' then 68719476736
-             else 281474976710656 end as delta
+             else 281474976710656 end::hugeint as delta
     from gpu_ops o
     join w on w.capture_id = o.capture_id
     where o.end_ns > w.start_ns and o.start_ns < w.end_ns and o.end_ns > o.start_ns
@@ -50,9 +55,9 @@ events as (
     select capture_id, device_id, end_ns, -delta from ops
     union all
     -- the window's two ends, on every device: the leading and trailing idle stretches
-    select dv.capture_id, dv.device_id, w.start_ns, 0 from devices dv join w using (capture_id)
+    select dv.capture_id, dv.device_id, w.start_ns, 0::hugeint from devices dv join w using (capture_id)
     union all
-    select dv.capture_id, dv.device_id, w.end_ns, 0 from devices dv join w using (capture_id)
+    select dv.capture_id, dv.device_id, w.end_ns, 0::hugeint from devices dv join w using (capture_id)
 ),
 swept as (
     -- after each event, how many operations of each kind run, until the next event
@@ -68,17 +73,18 @@ counted as (
     select capture_id, device_id, start_ns, end_ns,
            (packed & 4095)::integer as kernels, ((packed >> 12) & 4095)::integer as h2d_copies,
            ((packed >> 24) & 4095)::integer as d2h_copies, ((packed >> 36) & 4095)::integer as other_copies,
-           ((packed >> 48) & 4095)::integer as memsets
+           ((packed >> 48) & 4095)::integer as memsets, ((packed >> 60) & 4095)::integer as comm_kernels
     from swept
     where end_ns > start_ns
 )
 select
     capture_id, device_id, start_ns, end_ns, end_ns - start_ns as duration_ns,
-    case when kernels > 0 then 'kernel'
+    case when kernels > comm_kernels then 'kernel'
+         when kernels > 0 then 'comm'
          when h2d_copies + d2h_copies + other_copies > 0 then 'copy'
          when memsets > 0 then 'memset'
          else 'idle' end as state,
-    kernels, h2d_copies, d2h_copies, other_copies, memsets
+    kernels, h2d_copies, d2h_copies, other_copies, memsets, comm_kernels
 from counted;
 
 -- @view gpu_busy_intervals

@@ -204,7 +204,8 @@ from named;
 -- device, part and cause. The durations of a device add up to its window exactly.
 -- @column capture_id Capture (captures.capture_id).
 -- @column device_id GPU.
--- @column part kernel (any kernel running), copy (copies and no kernel), memset (only sets) or idle.
+-- @column part kernel (a compute kernel running), comm (only communication kernels running: exposed communication),
+-- copy (copies and no kernel), memset (only sets) or idle.
 -- @column cause For idle rows the cause (gpu_idle_gaps.cause), else NULL.
 -- @column duration_ns Time in that part, ns.
 create or replace view gpu_time_partition as
