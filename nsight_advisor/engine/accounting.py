@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 
 #: Views computed once per analysis into temp tables of the same name, which shadow the stored views for every
 #: rule and the summary (in this order: a later one reads the earlier ones): the sweep over every GPU operation,
-#: the gap classification and the deduplicated calls are each read by several rules.
+#: the gap classification and the deduplicated calls are each read by several rules, and the collectives matched
+#: across ranks by the cross-rank rules of every capture of a job.
 MATERIALIZED_VIEWS = ("analysis_window", "cuda_api_calls", "gpu_time_segments", "gpu_idle_gaps", "gpu_time_partition",
-                      "copy_exposure")
+                      "copy_exposure", "comm_ranks", "collective_ops", "collective_clock_offsets", "collective_ranks")
 
 _SECONDS = re.compile(r"^\s*([0-9]*\.?[0-9]+)?\s*:\s*([0-9]*\.?[0-9]+)?\s*$")
 

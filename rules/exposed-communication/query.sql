@@ -41,15 +41,6 @@ device_share as (
     from gpu_time_partition p
     join analysis_window w on w.capture_id = p.capture_id
     where p.capture_id = $capture_id and p.part = 'comm'
-),
-parallelism as (
-    -- the data-parallel wrapper the program used, from the profiler's CPU operators (PyTorch profiler traces)
-    select case
-        when exists (select 1 from cpu_ops where capture_id = $capture_id
-                     and (name ilike '%FullyShardedDataParallel%' or name ilike '%fsdp%')) then 'fsdp'
-        when exists (select 1 from cpu_ops where capture_id = $capture_id
-                     and (name ilike '%DistributedDataParallel%' or name ilike '%reducer%')) then 'ddp'
-        else 'other' end as wrapper
 )
 select
     t.collective,
@@ -62,15 +53,9 @@ select
     t.msg_bytes,
     d.device_exposed_ns,
     d.device_exposed_pct,
-    case p.wrapper
-        when 'ddp' then 'DDP: raise bucket_cap_mb so fewer, larger all-reduces start earlier in the backward pass, set gradient_as_bucket_view=True, and leave find_unused_parameters off unless the model needs it.'
-        when 'fsdp' then 'FSDP: prefetch the next all-gather while the current layer computes (backward_prefetch=BACKWARD_PRE, forward_prefetch=True) and keep limit_all_gathers on so prefetching does not run out of memory.'
-        else 'Issue the communication early on its own stream and wait for it only where its result is needed, with independent compute (the next layer, the next micro-batch) in between.'
-    end as overlap_hint,
     greatest(cast(round(coalesce(e.exposed_ns, 0) - coalesce(w.straggler_wait_ns, 0)) as bigint), 0) as impact_ns
 from totals t
 join device_share d on d.device_id = t.device_id
 join comm_ranks r on r.capture_id = $capture_id and r.device_id = t.device_id
 left join exposed e on e.device_id = t.device_id and e.collective = t.collective
 left join waits w on w.device_id = t.device_id and w.collective = t.collective
-cross join parallelism p

@@ -31,17 +31,17 @@ ops as (
     -- each operation as one packed counter: 12 bits per kind (kernel, host-to-device copy, device-to-host copy,
     -- other copy, memset, communication kernel: counted as a kernel too), so that one running sum counts all six
     -- (a device runs at most 128 concurrent kernels and a handful of copies: no field overflows; the sixth field
-    -- lies past 64 bits, hence hugeint)
+    -- reaches past 64 bits in the running sum, which DuckDB keeps as a hugeint, while each delta fits a bigint)
     select
         o.capture_id, o.device_id,
         greatest(o.start_ns, w.start_ns) as start_ns,
         least(o.end_ns, w.end_ns) as end_ns,
-        case when o.op = 'kernel' and o.comm then 1::hugeint + (1::hugeint << 60)
+        case when o.op = 'kernel' and o.comm then 1 + 1152921504606846976
              when o.op = 'kernel' then 1
              when o.op = 'memcpy' and o.direction ilike '%host-to-device%' then 4096
              when o.op = 'memcpy' and o.direction ilike '%device-to-host%' then 16777216
              when o.op = 'memcpy' then 68719476736
-             else 281474976710656 end::hugeint as delta
+             else 281474976710656 end as delta
     from gpu_ops o
     join w on w.capture_id = o.capture_id
     where o.end_ns > w.start_ns and o.start_ns < w.end_ns and o.end_ns > o.start_ns
@@ -55,9 +55,9 @@ events as (
     select capture_id, device_id, end_ns, -delta from ops
     union all
     -- the window's two ends, on every device: the leading and trailing idle stretches
-    select dv.capture_id, dv.device_id, w.start_ns, 0::hugeint from devices dv join w using (capture_id)
+    select dv.capture_id, dv.device_id, w.start_ns, 0 from devices dv join w using (capture_id)
     union all
-    select dv.capture_id, dv.device_id, w.end_ns, 0::hugeint from devices dv join w using (capture_id)
+    select dv.capture_id, dv.device_id, w.end_ns, 0 from devices dv join w using (capture_id)
 ),
 swept as (
     -- after each event, how many operations of each kind run, until the next event

@@ -25,7 +25,10 @@ create or replace macro na_collective_type(name) as (
 -- @column rank_source distributedInfo (recorded by the profiler) or device order (devices of one capture).
 create or replace view comm_ranks as
 with devices as (
-    select distinct capture_id, device_id from gpu_ops where op = 'kernel' and comm
+    select distinct r.capture_id, r.device_id
+    from kernel_rows r
+    join (select capture_id, name_id from kernel_names where na_comm_kernel(name)) n
+        on n.capture_id = r.capture_id and n.name_id = coalesce(r.short_name_id, r.name_id)
 ),
 counted as (
     select capture_id, device_id, count(*) over (partition by capture_id) as devices,
@@ -60,9 +63,14 @@ left join capture_distributed d on d.capture_id = c.capture_id;
 -- @column duration_ns end_ns - start_ns, ns.
 create or replace view collective_ops as
 with k as (
-    select capture_id, device_id, stream_id, pid, correlation_id, name, start_ns, end_ns, duration_ns
-    from kernels
-    where na_comm_kernel(coalesce(short_name, name))
+    -- kernel_rows joined with the few communication names (as gpu_ops finds them), not the kernels view: its
+    -- name joins would touch every kernel of the capture
+    select r.capture_id, r.device_id, r.stream_id, r.pid, r.correlation_id, coalesce(f.name, n.name) as name,
+           r.start_ns, r.end_ns, r.duration_ns
+    from kernel_rows r
+    join (select capture_id, name_id, name from kernel_names where na_comm_kernel(name)) n
+        on n.capture_id = r.capture_id and n.name_id = coalesce(r.short_name_id, r.name_id)
+    left join kernel_names f on f.capture_id = r.capture_id and f.name_id = r.name_id
 ),
 recorded as (
     -- the profiler's record of the call that launched the kernel (Kineto kernel rows carry the call's arguments)
