@@ -11,6 +11,7 @@ import pytest
 
 from conftest import TRACES
 from nsight_advisor import workflow
+from nsight_advisor.report.html import render_html
 from nsight_advisor.store import connect
 
 DLRM = sorted((TRACES / "kineto" / "dlrm_8rank").glob("*.pt.trace.json.gz"))
@@ -138,9 +139,10 @@ def test_exposed_communication_is_split_out_of_kernel_time(tmp_path):
 RULES = ("collective-straggler", "exposed-communication", "rank-imbalance")
 
 
-def _analysis(paths) -> dict:
+def _analysis(paths, *, html: bool = False):
     result = workflow.analyze(list(paths), use_cache=False, select=RULES)
-    return json.loads(json.dumps(result.to_dict()))
+    doc = json.loads(json.dumps(result.to_dict()))
+    return (doc, render_html(result)) if html else doc
 
 
 def test_dlrm_straggler_names_rank_7_last_and_rank_1_the_longest_waiter():
@@ -148,7 +150,7 @@ def test_dlrm_straggler_names_rank_7_last_and_rank_1_the_longest_waiter():
     direct = dlrm_first_nccl_kernels("SendRecv")
     starts = {rank: s for rank, (s, _e) in direct.items()}
     skew = max(starts.values()) - min(starts.values())
-    doc = _analysis(DLRM)
+    doc, page = _analysis(DLRM, html=True)
     straggler = [f for f in doc["findings"] if f["rule_name"] == "collective-straggler"]
     rows = [e for f in straggler for e in f["evidence"] if e["collective"] == "SendRecv" and e["index"] == 1]
     assert rows, "no evidence row for the first SendRecv"
@@ -164,6 +166,13 @@ def test_dlrm_straggler_names_rank_7_last_and_rank_1_the_longest_waiter():
     # rank 7 never waits at the first SendRecv: no row for it there
     rank7 = [f for f in straggler if "Rank 7 (GPU 7)" in f["message"]]
     assert all(not (e["collective"] == "SendRecv" and e["index"] == 1) for f in rank7 for e in f["evidence"])
+    # the report's ranks panel: every rank in the chart and the table, one clock (no correction)
+    job = doc["summary"]["ranks"][0]
+    assert (job["job"], job["rank_count"], job["matched_collectives"]) == ("world of 8", 8, 8)
+    assert [r["rank"] for r in job["chart"]["rows"]] == list(range(8)) and job["chart"]["all_ranks"]
+    assert [r["times_last"] for r in job["ranks"]][7] == 5
+    assert '<div class="panel" id="ranks-1">' in page and page.count("<title>rank 7: SendRecv") == 5
+    assert "no correction applied" in page
 
 
 def test_mfu_pair_exposed_communication_per_rank_never_counts_a_wait_twice():

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import duckdb
 
 from nsight_advisor import sql_params
+from nsight_advisor.engine.ranks import rank_summary
 
 TOP_KERNELS = 10
 UTILIZATION_BINS = 120
@@ -64,6 +65,7 @@ def build_summary(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
             "categories": guarded("kernel categories", lambda: _categories(con), []),
             "utilization": guarded("utilization", lambda: _utilization(con, captures), []) if busy else [],
             "roofline": guarded("roofline", lambda: _roofline(con, ids), None),
+            "ranks": guarded("ranks", lambda: rank_summary(con, ids), []),
         }
         if errors:
             out["errors"] = errors

@@ -14,13 +14,14 @@ from typing import Any
 
 import jinja2
 
-from nsight_advisor.report import charts
+from nsight_advisor.report import charts, rank_chart
 from nsight_advisor.report.data import (
     HTML_LIMITS, HTML_MAX_BYTES, HTML_TIGHT_LIMITS, Limits, clip, fmt_ns, fmt_pct, prepare,
 )
 from nsight_advisor.resources import templates_dir
 
 MAX_CAPTURES_SHOWN = 12
+MAX_JOBS_SHOWN = 4
 MAX_UTILIZATION_CHARTS = 4
 GLANCE_ROWS = 6
 TOP_KERNEL_ROWS = 8
@@ -195,6 +196,7 @@ def _render(result: Any, limits: Limits) -> str:
     template = _environment().get_template("report.html.j2")
     return template.render(
         combined=_combined_view(summary.get("combined")),
+        ranks=[v for v in map(rank_chart.rank_view, (summary.get("ranks") or [])[:MAX_JOBS_SHOWN]) if v],
         r=r, css=css, script=script, csp=content_security_policy(css, script), title=title, headline=headline,
         captures=capture_views, captures_left_out=max(0, len(caps) - MAX_CAPTURES_SHOWN),
         header_captures=capture_views[:4], header_captures_left_out=max(0, len(capture_views) - 4),
