@@ -12,6 +12,7 @@ import pytest
 from conftest import TRACES
 from nsight_advisor import workflow
 from nsight_advisor.report.html import render_html
+from nsight_advisor.report.markdown import render_markdown
 from nsight_advisor.store import connect
 
 DLRM = sorted((TRACES / "kineto" / "dlrm_8rank").glob("*.pt.trace.json.gz"))
@@ -142,7 +143,7 @@ RULES = ("collective-straggler", "exposed-communication", "rank-imbalance")
 def _analysis(paths, *, html: bool = False):
     result = workflow.analyze(list(paths), use_cache=False, select=RULES)
     doc = json.loads(json.dumps(result.to_dict()))
-    return (doc, render_html(result)) if html else doc
+    return (doc, render_html(result), render_markdown(result)) if html else doc
 
 
 def test_dlrm_straggler_names_rank_7_last_and_rank_1_the_longest_waiter():
@@ -150,7 +151,7 @@ def test_dlrm_straggler_names_rank_7_last_and_rank_1_the_longest_waiter():
     direct = dlrm_first_nccl_kernels("SendRecv")
     starts = {rank: s for rank, (s, _e) in direct.items()}
     skew = max(starts.values()) - min(starts.values())
-    doc, page = _analysis(DLRM, html=True)
+    doc, page, markdown = _analysis(DLRM, html=True)
     straggler = [f for f in doc["findings"] if f["rule_name"] == "collective-straggler"]
     rows = [e for f in straggler for e in f["evidence"] if e["collective"] == "SendRecv" and e["index"] == 1]
     assert rows, "no evidence row for the first SendRecv"
@@ -173,6 +174,8 @@ def test_dlrm_straggler_names_rank_7_last_and_rank_1_the_longest_waiter():
     assert [r["times_last"] for r in job["ranks"]][7] == 5
     assert '<div class="panel" id="ranks-1">' in page and page.count("<title>rank 7: SendRecv") == 5
     assert "no correction applied" in page
+    assert "- Arrives last most often: rank 7 (5 of 8 collectives)" in markdown
+    assert "- Waits longest for late ranks: rank 1, " in markdown
 
 
 def test_mfu_pair_exposed_communication_per_rank_never_counts_a_wait_twice():

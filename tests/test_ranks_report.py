@@ -12,6 +12,7 @@ from nsight_advisor.combined_view import combined_view
 from nsight_advisor.engine import run_analysis
 from nsight_advisor.report import rank_chart
 from nsight_advisor.report.html import _environment, render_html
+from nsight_advisor.report.markdown import _ranks
 from nsight_advisor.store import connect
 from synthetic_ranks import build_store, jitter
 
@@ -89,6 +90,9 @@ def test_the_ranks_panel_escapes_what_it_shows():
     assert "<script>" not in page and "<img" not in page and "<b>" not in page
     assert "&lt;script&gt;" in page and "&lt;img src=x&gt;" in page
     assert rank_chart.rank_view({"ranks": []}) is None
+    lines = "\n".join(_ranks(job))
+    assert "&lt;script&gt;" in lines and "<script>" not in lines
+    assert "Arrives last most often: rank 1 (1 of 1 collectives)" in lines and _ranks({"ranks": []}) == []
 
 
 def test_jitter_stays_under_its_bound():

@@ -83,6 +83,8 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
         out.append(f"- … and {len(r['captures']) - 12} more captures")
     out.append("")
     out.extend(_combined(r["summary"].get("combined")))
+    for job in (r["summary"].get("ranks") or [])[:4]:
+        out.extend(_ranks(job))
     if r["findings"]:
         out.append("| severity | finding | impact | share | rule |")
         out.append("|---|---|--:|--:|---|")
@@ -119,14 +121,34 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _ranks(job: Any) -> list[str]:
+    """A distributed job in a few lines: who arrives last, who waits longest, the clock correction applied."""
+    ranks = [r for r in (job.get("ranks") or []) if isinstance(r, dict)] if isinstance(job, dict) else []
+    if not ranks:
+        return []
+    last = max(ranks, key=lambda r: (r.get("times_last") or 0, -(r.get("rank") or 0)))
+    waiter = max(ranks, key=lambda r: (r.get("wait_ns") or 0, -(r.get("rank") or 0)))
+    clock = job.get("clock") or {}
+    out = [f"### {len(ranks)} ranks ({md_escape(clip(job.get('job'), 60))}): "
+           f"{int(job.get('matched_collectives') or 0)} collectives matched", ""]
+    out.append(f"- Arrives last most often: rank {last.get('rank')} ({last.get('times_last')} of "
+               f"{last.get('collectives')} collectives)")
+    out.append(f"- Waits longest for late ranks: rank {waiter.get('rank')}, {fmt_ns(waiter.get('wait_ns'))} in all")
+    if clock.get("corrected_captures"):
+        out.append(f"- Clocks aligned on the collectives' ends: {clock['corrected_captures']} capture(s) corrected, "
+                   f"by up to {fmt_ns(clock.get('max_correction_ns'))}")
+    out.append("")
+    return out
+
+
 def _partition_lines(accounting: Any, limit: int = 4) -> list[str]:
-    """One line per device: its analysis window as kernel / copy / memset / idle by cause (docs/impact.md)."""
+    """One line per device: its analysis window as kernel / comm / copy / memset / idle by cause (docs/impact.md)."""
     lines = []
     for a in (accounting or [])[:limit]:
         window = float(a.get("window_end_ns", 0)) - float(a.get("window_start_ns", 0))
         if window <= 0:
             continue
-        parts = [(label, a.get(f"{label}_ns") or 0) for label in ("kernel", "copy", "memset")]
+        parts = [(label, a.get(f"{label}_ns") or 0) for label in ("kernel", "comm", "copy", "memset")]
         parts += [(f"idle {cause}", ns) for cause, ns in sorted((a.get("idle_by_cause") or {}).items(),
                                                                  key=lambda kv: -kv[1])]
         shown = ", ".join(f"{label} {fmt_pct(100.0 * ns / window)}" for label, ns in parts if ns)
