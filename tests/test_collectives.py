@@ -206,3 +206,18 @@ def test_two_gpus_without_communication_stay_silent():
     doc = _analysis([H100])
     assert [o["status"] for o in doc["outcomes"]] == ["clean"] * 3
     assert all(a["comm_ns"] == 0 for a in doc["captures"][0]["accounting"])
+
+
+def test_ddp_rank_without_its_partner_exposes_every_allreduce():
+    kineto = TRACES / "kineto" / "hta_ddp_v100_rank1.json.gz"
+    _need(kineto)
+    doc = _analysis([kineto])
+    (acc,) = doc["captures"][0]["accounting"]
+    # 2,020 AllReduce kernels (357.343 ms); none of them runs beside a compute kernel in this trace, so all of
+    # their time is exposed; rank 0 of the job is not in the set, so nothing is matched and no rank is a straggler
+    assert acc["comm_ns"] == 357_343_000
+    status = {o["rule_id"]: o["status"] for o in doc["outcomes"]}
+    assert status == {"NA701": "clean", "NA702": "findings", "NA703": "clean"}
+    (f,) = [f for f in doc["findings"] if f["rule_name"] == "exposed-communication"]
+    assert f["impact_ns"] == acc["comm_ns"] and f["evidence"][0]["kernels"] == 2020
+    assert f["evidence"][0]["collective"] == "AllReduce"
