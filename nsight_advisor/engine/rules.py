@@ -25,8 +25,7 @@ from nsight_advisor.errors import RuleError
 from nsight_advisor.schema.tables import table_names
 from nsight_advisor.schema.views import analysis_view_names
 
-CATEGORIES = ("launch", "occupancy", "memory", "compute", "precision", "sync", "transfer", "timeline",
-              "communication")
+CATEGORIES = ("launch", "occupancy", "memory", "compute", "precision", "sync", "transfer", "timeline", "communication")
 STATUSES = ("preview", "stable")
 PARAM_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 OPS = ("<", "<=", ">", ">=", "==", "!=")
