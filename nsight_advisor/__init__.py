@@ -8,4 +8,4 @@ these functions, so everything it does can be called from a notebook too.
 __version__ = "0.1.0"
 
 #: Bumped whenever the normalized schema changes; cached stores of another version are rebuilt.
-SCHEMA_VERSION = 6  # 3: ENUM event_type and kind; 4: kernels a view over kernel_rows; 5: nvtx_ranges a view over nvtx_rows; 6: Kineto tables (cpu_ops, collectives, capture_distributed, kernel_occupancy)
+SCHEMA_VERSION = 6

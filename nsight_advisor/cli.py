@@ -22,6 +22,7 @@ import click  # noqa: E402
 
 from nsight_advisor import __version__  # noqa: E402
 from nsight_advisor.errors import NsightAdvisorError  # noqa: E402
+from nsight_advisor.text import first_line, printable  # noqa: E402
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -165,11 +166,6 @@ def _internal_error(exc: BaseException) -> None:
     sys.exit(EXIT_INTERNAL)
 
 
-def _printable(text: str) -> str:
-    """``text`` with control characters (newlines, terminal escapes) written as escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _escape_args(text: str) -> str:
     """Command-line paths holding newlines or escapes, escaped inside ``text`` so the message stays one line."""
     for arg in sys.argv[1:]:
@@ -179,14 +175,12 @@ def _escape_args(text: str) -> str:
         with contextlib.suppress(OSError, ValueError):
             forms.add(str(Path(arg).resolve()))
         for form in sorted(forms - {""}, key=len, reverse=True):
-            text = text.replace(form, _printable(form))
+            text = text.replace(form, printable(form))
     return text
 
 
 def _one_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    line = _printable(lines[0]) if lines else "error"
-    return line if len(line) <= 500 else line[:497] + "..."
+    return printable(first_line(text, limit=500))
 
 
 def _write_crash_report(exc: BaseException) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from nsight_advisor import result_cache, store_cache
 from nsight_advisor.errors import InputError
 from nsight_advisor.store_cache import cache_dir, cache_key
+from nsight_advisor.text import first_line, printable
 
 if TYPE_CHECKING:
     import duckdb
@@ -222,8 +223,8 @@ def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer: fr
 
 
 #: DuckDB memory for the rules and the summary; beyond it DuckDB evicts cached blocks and spills, so the
-#: analysis of a 10M-kernel store needs no more memory than that of a small one (measured: the same rule
-#: times at 1M kernels with 300 MB as without a limit).
+#: analysis of a 10M-kernel store needs no more memory than that of a small one, at no cost in rule time
+#: (docs/performance.md, "Measurements behind the code").
 ANALYSIS_MEMORY_LIMIT = "512MB"
 
 
@@ -412,10 +413,6 @@ def _write_stdout(text: str) -> None:
         raise InputError(f"stdout: the report cannot be written ({problem})") from None
 
 
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def reaches(result, level: str) -> bool:
     """True when a finding is at or above ``level``."""
     from nsight_advisor.engine.model import severity_rank
@@ -462,14 +459,14 @@ def query(source: Path, sql: str, fmt: str = "table") -> str:
         try:
             rel = con.sql(sql)
         except duckdb.Error as exc:
-            raise InputError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
+            raise InputError(f"query failed: {first_line(exc)}") from exc
         if rel is None:
             return ""
         try:
             columns = list(rel.columns)
             rows = rel.fetchall()
         except duckdb.Error as exc:
-            raise InputError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
+            raise InputError(f"query failed: {first_line(exc)}") from exc
     finally:
         con.close()
     return format_rows(columns, rows, fmt)
@@ -488,7 +485,7 @@ def format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
 
         return strip_controls(buf.getvalue())
     # control characters from a capture (terminal escapes in kernel names) are shown escaped, never sent raw
-    cells = [columns] + [["NULL" if v is None else _printable(str(v)) for v in r] for r in rows]
+    cells = [columns] + [["NULL" if v is None else printable(str(v)) for v in r] for r in rows]
     widths = [min(60, max(len(row[i]) for row in cells)) for i in range(len(columns))]
 
     def fit(text: str, width: int) -> str:

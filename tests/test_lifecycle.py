@@ -1,4 +1,4 @@
-"""Process lifecycle (issue 21): ingest workers die with their parent, and the temporary files of a run that was
+"""Process lifecycle: ingest workers die with their parent, and the temporary files of a run that was
 killed outright (SIGKILL: no cleanup runs) are reclaimed by the next run."""
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from nsight_advisor.engine.rules import Rule, _Table, coerce_value, read_toml
 from nsight_advisor.engine.model import OUTCOME_STATUSES, SEVERITIES
 from nsight_advisor.errors import RuleError
 from nsight_advisor.schema.tables import get_table, stored_table_names, table_names
+from nsight_advisor.text import first_line
 
 _EVENT_TABLES = ("kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges")
 
@@ -177,7 +178,7 @@ def run_case(rule: Rule, case: Case, *, time_limit_s: float = 30.0) -> CaseResul
     try:
         con = build_case_store(case, empty_store())
     except Exception as exc:  # a case's rows that DuckDB refuses (wrong types): the case's fault
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         return CaseResult(rule, case, False, "invalid", [f"the case's tables could not be loaded: {first}"], [])
     try:
         ids = [r[0] for r in con.execute("select capture_id from captures order by 1").fetchall()]

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import duckdb
 
 from nsight_advisor import sql_params
+from nsight_advisor.text import first_line
 
 TOP_KERNELS = 10
 UTILIZATION_BINS = 120
@@ -52,7 +53,7 @@ def build_summary(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
         try:
             return compute()
         except duckdb.Error as exc:
-            errors.append(f"{part}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            errors.append(f"{part}: {first_line(exc)}")
             return default
 
     try:

@@ -35,6 +35,7 @@ from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS, DepthStream, NotStartOr
 from nsight_advisor.progress import Progress
 from nsight_advisor.schema.hardware import lookup_gpu
 from nsight_advisor.schema.tables import get_table
+from nsight_advisor.text import first_line
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -132,7 +133,7 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
         con.execute(f"ATTACH '{_sql_str(str(source))}' AS {alias} (TYPE sqlite, READ_ONLY)")
     except duckdb.Error as exc:
         _remove(private)
-        raise InputError(f"{path}: cannot be opened as SQLite ({_first_line(exc)})") from None
+        raise InputError(f"{path}: cannot be opened as SQLite ({first_line(exc)})") from None
     con.execute(f"ATTACH ':memory:' AS {scratch}")
     ing = _Ingest(con, capture_id, catalog, alias, scratch, defer=frozenset(defer))
     saved, ing.memory_bounded = _bound_memory(con)
@@ -145,7 +146,7 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     except duckdb.Error as exc:
         text = str(exc)
         if any(word in text.lower() for word in ("malformed", "disk image", "not a database", "sqlite")):
-            raise InputError(f"{path}: cannot be read as an nsys export ({_first_line(exc)})") from None
+            raise InputError(f"{path}: cannot be read as an nsys export ({first_line(exc)})") from None
         raise
     finally:
         ing.cleanup()
@@ -1026,7 +1027,7 @@ def _attachable(path: Path) -> tuple[Path, Path | None]:
             finally:
                 fold.close()
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"{path}: cannot be read as SQLite ({_first_line(exc)})") from None
+            raise InputError(f"{path}: cannot be read as SQLite ({first_line(exc)})") from None
     except BaseException:
         _remove(folder)
         raise
@@ -1053,11 +1054,6 @@ def _uri_path(path: Path) -> str:
     from urllib.parse import quote
 
     return quote(os.fsencode(Path(path).resolve()), safe="/")  # bytes: a name need not be UTF-8
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [s for s in str(exc).strip().splitlines() if s.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 __all__ = ["ingest_nsys_sqlite", "read_catalog", "load_sqlite_scanner", "ExportCatalog"]

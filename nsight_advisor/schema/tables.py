@@ -116,8 +116,8 @@ _NVTX_RANGES = Table(
         ("tid", "BIGINT", "Thread that opened the range."),
         ("domain", "VARCHAR", "NVTX domain name; 'Default' for the unnamed domain."),
         ("text", "VARCHAR", "Range or mark text."),
-        # An ENUM (the values compare and print as text): a closed vocabulary, stored as one byte per row.
-        # As VARCHAR it cost 1 CPU-second per 5M ranges to write, against 0.3 s (measured, DuckDB 1.5).
+        # An ENUM (the values compare and print as text): a closed vocabulary, stored as one byte per row and
+        # far cheaper to write than VARCHAR (docs/performance.md, "Measurements behind the code").
         ("event_type", "ENUM('push_pop', 'start_end', 'mark')", "push_pop, start_end or mark (an ENUM: compare with text)."),
         ("start_ns", "BIGINT", "Start, ns."),
         ("end_ns", "BIGINT", "End, ns; equal to start_ns for marks."),
@@ -212,8 +212,8 @@ TABLES: tuple[Table, ...] = (
     _KERNELS,
     Table(
         "kernel_rows",
-        # Names are stored once per capture, not per launch: three ~200-character names written for each of
-        # 1M launches were a third of the ingest's kernel step (3.7 -> 2.5 s, 6.0 -> 4.1 CPU-seconds).
+        # Names are stored once per capture, not per launch: three long names written for every launch dominate
+        # the ingest's kernel step (docs/performance.md, "Measurements behind the code").
         "What the kernels view is made of: one row per kernel execution, its names as ids into kernel_names.",
         _ids_for_text(_KERNELS.columns, {
             "name": ("name_id", "BIGINT", "kernel_names.name_id of the demangled name, or NULL."),
@@ -297,7 +297,7 @@ TABLES: tuple[Table, ...] = (
     _NVTX_RANGES,
     Table(
         "nvtx_rows",
-        # The domain as an id: its name as text on every range cost 1 CPU-second per 5M ranges to write.
+        # The domain as an id: its name as text on every range is the costly part of writing ranges.
         "What the nvtx_ranges view is made of: one row per range or mark, its domain as an id into nvtx_domains.",
         _ids_for_text(_NVTX_RANGES.columns, {
             "domain": ("domain_id", "BIGINT", "NVTX domain id (0: the unnamed domain); its name in nvtx_domains."),
@@ -475,7 +475,7 @@ def _quote(text: str) -> str:
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create every normalized table (if absent) with table and column comments."""
-    # One batch in one transaction: a statement per column comment each committing cost 0.3 s per store.
+    # One batch in one transaction: a commit per column comment makes creating a store slow.
     statements = []
     for table in TABLES:
         if not table.stored:
