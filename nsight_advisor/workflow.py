@@ -309,7 +309,7 @@ def _unread_by_rules(settings: dict) -> frozenset[str]:
     is anything that stops the rules from loading: the analysis reports that itself, on a complete store.
     """
     from nsight_advisor.engine import rules_reading
-    from nsight_advisor.ingest.nsys_sqlite import DEFERRABLE
+    from nsight_advisor.ingest import DEFERRABLE
 
     try:
         read = rules_reading(DEFERRABLE, rules_dirs=settings["rules_dirs"], config_path=settings["config_path"])
@@ -423,7 +423,7 @@ def reaches(result, level: str) -> bool:
 def info(path: Path, fmt: str = "text") -> str:
     """Describe a capture (or store) for humans or as JSON."""
     from nsight_advisor.describe import describe, format_description
-    from nsight_advisor.ingest.nsys_sqlite import DEFERRABLE
+    from nsight_advisor.ingest import DEFERRABLE
 
     # The store `analyze` cached is described as it is, naming what it left out with the export's row count:
     # `info` right after `analyze` must not cost a second, full ingest. Without a cached store, a full one.

@@ -64,7 +64,7 @@ def test_graph_is_read():
     graph = _graph()
     assert len(graph) > 50
     assert "nsight_advisor.schema" in {_layer(n) and f"nsight_advisor.{_layer(n)}" for n in
-                                       graph["nsight_advisor.ingest.nsys_sqlite"]}
+                                       graph["nsight_advisor.ingest.nsys_reader"]}
     assert "nsight_advisor.engine" in {f"nsight_advisor.{_layer(n)}" for n in graph["nsight_advisor.workflow"]}
 
 
@@ -87,3 +87,10 @@ def test_nothing_imports_the_cli():
     """The CLI is the outermost shell: nothing but ``__main__`` imports it."""
     users = [m for m, imports in _graph().items() if "nsight_advisor.cli" in imports and m != "nsight_advisor.__main__"]
     assert not users
+
+
+def test_no_module_over_500_lines():
+    """No Python module of the package or the tools is longer than 500 lines: split it by what it does."""
+    long = {str(p.relative_to(REPO)): n for p in [*PACKAGE.rglob("*.py"), *(REPO / "tools").rglob("*.py")]
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
