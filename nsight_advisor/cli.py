@@ -253,24 +253,27 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
       nsight-advisor analyze report.sqlite --set small-grid.min_blocks_per_sm=2 --ignore NA105
       nsight-advisor analyze report.sqlite --window 2.5:8 --gpu "H100 SXM"
     """
-    from nsight_advisor import workflow
+    from nsight_advisor import api, workflow
 
     fmt = fmt or workflow.format_from_suffix(output)
     workflow.refuse_inputs_as_output(output, [*captures, store_path])
-    result = workflow.analyze(
-        captures,
+    run = api.open(
+        *captures,
+        store=store_path,
+        use_cache=not no_cache,
         rules_dirs=rules_dirs,
-        config_path=config_path,
+        config=config_path,
         overrides=overrides,
         select=select,
         ignore=ignore,
-        store_path=store_path,
-        use_cache=not no_cache,
         window=window,
         gpu=gpu_model,
         progress=_progress_enabled(quiet),
     )
+    result = run.result
     workflow.write_report(result, fmt, output)
+    if output is not None and str(output) != "-":
+        click.echo(run.summary_line(output))
     if fail_on is not None and workflow.reaches(result, fail_on):
         return EXIT_FINDINGS
     return EXIT_OK
@@ -303,19 +306,17 @@ def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
       nsight-advisor compare before.sqlite after.sqlite -o compare.md
       nsight-advisor compare before.sqlite after.sqlite --format json --fail-on-regression 5
     """
-    from nsight_advisor import compare as cmp
+    from nsight_advisor import api
     from nsight_advisor import workflow
-    from nsight_advisor.report.compare_report import render_comparison
 
     suffix = output.suffix.lower() if output is not None else ""
     fmt = fmt or {".json": "json", ".sarif": "sarif", ".html": "html", ".htm": "html"}.get(suffix, "md")
     workflow.refuse_inputs_as_output(output, [base, head])
-    sides = [cmp.analyze_side([p], use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
-    comparison = cmp.compare_results(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
-                                     base_name=cmp.side_name([base]), head_name=cmp.side_name([head]))
-    text = render_comparison(comparison, fmt, (sides[0][0], sides[1][0]))
+    sides = [api.open(p, use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
+    comparison = sides[0].compare(sides[1])
+    text = api.comparison_report(comparison, fmt, sides[0], sides[1])
     workflow.write_text_atomic(output if output is not None else Path("-"), text)
-    worst = cmp.worst_regression_pct(comparison)
+    worst = api.worst_regression_pct(comparison)
     if fail_pct is not None and worst is not None and worst > fail_pct:
         return EXIT_FINDINGS
     return EXIT_OK

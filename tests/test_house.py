@@ -66,6 +66,7 @@ def test_graph_is_read():
     assert "nsight_advisor.schema" in {_layer(n) and f"nsight_advisor.{_layer(n)}" for n in
                                        graph["nsight_advisor.ingest.nsys_reader"]}
     assert "nsight_advisor.engine" in {f"nsight_advisor.{_layer(n)}" for n in graph["nsight_advisor.workflow"]}
+    assert "nsight_advisor.workflow" in graph["nsight_advisor.api"]
 
 
 def test_layers_import_one_way():
@@ -81,6 +82,16 @@ def test_layers_import_one_way():
             if target in FORBIDDEN[layer] or (target is None and name.split(".")[1:2] and name.split(".")[1] in TOP):
                 wrong.append(f"{module} imports {name}")
     assert not wrong, "layering broken:\n  " + "\n  ".join(sorted(wrong))
+
+
+def test_only_the_api_and_workflow_join_layers():
+    """A module that imports two of ingest, engine and report is the API or the workflow."""
+    joined = {}
+    for module, imports in _graph().items():
+        layers = {_layer(n) for n in imports} & {"ingest", "engine", "report"}
+        if len(layers) > 1 and module not in JOINERS:
+            joined[module] = sorted(layers)
+    assert not joined, f"only {sorted(JOINERS)} may join layers: {joined}"
 
 
 def test_nothing_imports_the_cli():
