@@ -180,7 +180,7 @@ def _escape_args(text: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    return printable(first_line(text, limit=500))
+    return first_line(printable(first_line(text)), limit=500)
 
 
 def _write_crash_report(exc: BaseException) -> str:
