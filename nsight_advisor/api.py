@@ -160,18 +160,15 @@ class Analysis:
     def _query(self, sql: str, fetch):
         import duckdb
 
-        from nsight_advisor.engine.runner import disable_external_access
         from nsight_advisor.text import first_line
 
         con, _ids = workflow.load(self.paths, store_path=self.store, use_cache=self.use_cache,
                                   progress=self.progress)
         try:
-            disable_external_access(con)
-            con.execute("set lock_configuration = true")
+            rel = workflow.store_sql(con, sql)
+            if rel is None:
+                raise InputError("query: the SQL returns no rows (write a select)")
             try:
-                rel = con.sql(sql)
-                if rel is None:
-                    raise InputError("query: the SQL returns no rows (write a select)")
                 out = fetch(rel)
             except duckdb.Error as exc:
                 raise InputError(f"query failed: {first_line(exc)}") from exc

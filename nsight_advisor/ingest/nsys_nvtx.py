@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 from typing import Iterator
 
 import duckdb
@@ -13,6 +12,7 @@ import pyarrow.compute as pc
 
 from nsight_advisor import sql_params
 from nsight_advisor.ingest import nsys_enums as E
+from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.nsys_catalog import NVTX, PID_OF, TID_OF, sql_text
 from nsight_advisor.ingest.nsys_reader import ExportReader, memory_limit
 from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS, DepthStream, NotStartOrdered, prefetched
@@ -83,7 +83,7 @@ def insert_nvtx(reader: ExportReader, nvtx: NvtxStream, *, ordered: bool) -> Non
     # Lowered only where the ingest bounds memory (an on-disk store, which can spill): Arrow batches live
     # outside DuckDB's limit.
     with memory_limit(reader.con, DEPTH_MEMORY_LIMIT if reader.memory_bounded else None), \
-            _no_dictionary_compression(reader.con), _gc_paused():
+            _no_dictionary_compression(reader.con), gc_paused():
         # A second connection inserts while the first one streams the export (which may be a lenient TEMP
         # copy, seen by the first only). Nothing else may run on the first meanwhile: a new statement there
         # would end the stream.
@@ -199,17 +199,6 @@ class NvtxStream:
         return batch.set_column(batch.schema.get_field_index("text"), "text", text)
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Python's cyclic garbage collector off for a block (restored after). The NVTX stream's threads make Arrow
-    and numpy objects by the thousand, no cycles among them, so collections would only traverse the heap."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 @contextlib.contextmanager
