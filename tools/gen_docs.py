@@ -5,8 +5,9 @@
     python -m tools.gen_docs --robustness   # also run the robustness corpus and rewrite docs/robustness.md (slow)
 
 Generated: docs/cli.md (every command and option, from click), docs/rules/<name>.md and docs/rules/README.md (from
-each built-in rule's rule.toml and cases.toml), docs/analysis-views.md (from the views' @view blocks) and README.md's
-usage block (between its usage markers). Nothing else in those files is written by hand.
+each built-in rule's rule.toml and cases.toml), docs/analysis-views.md (from the views' @view blocks), README.md's
+usage block (between its usage markers) and, where ../shared/traces is present, docs/ncu-agreement.md
+(tools/ncu_agreement.py; tests/test_rules_agreement.py checks it). Nothing else in those files is written by hand.
 """
 
 from __future__ import annotations
@@ -305,6 +306,11 @@ def main(argv: list[str]) -> int:
         if path not in pages:
             path.unlink()
             print(f"removed {path.relative_to(REPO)} (no such rule)")
+    if (REPO.parent / "shared" / "traces" / "ncu").is_dir():  # docs/ncu-agreement.md reads the real reports
+        from tools import ncu_agreement
+
+        if ncu_agreement.main([]) == 0:
+            print(f"wrote {ncu_agreement.DOC.relative_to(REPO)}")
     if "--robustness" in argv:
         sys.path.insert(0, str(REPO / "tests"))
         import corpus
