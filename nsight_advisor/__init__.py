@@ -10,6 +10,11 @@ only that store and produces findings, and ``report`` renders findings. The publ
 ``cli`` is a thin shell over that API (docs/api.md).
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports the API on first use
+    from nsight_advisor.api import Analysis, open  # noqa: F401
+
 __version__ = "0.1.0"
 
 #: Bumped whenever the normalized schema changes; cached stores of another version are rebuilt.
