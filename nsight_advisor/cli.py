@@ -272,7 +272,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     )
     result = run.result
     workflow.write_report(result, fmt, output)
-    if output is not None and str(output) != "-":
+    if output is not None and str(output) != "-" and Path(output).is_file():  # not a pipe or /dev/stdout
         click.echo(run.summary_line(output))
     if fail_on is not None and workflow.reaches(result, fail_on):
         return EXIT_FINDINGS

@@ -112,9 +112,10 @@ def test_analyze_to_a_file_prints_one_line(tmp_path, cache):
     assert re.fullmatch(r"6 findings \(3 error, 1 warning, 2 info\); top: error NA601 low-tensor-core-use: .+; "
                         r"report: .+advice\.md", lines[0]), lines[0]
     assert out.is_file()
-    # to stdout, the report alone
-    proc = _cli("analyze", str(SAMPLE), "--format", "json", "-q", cwd=tmp_path)
-    assert json.loads(proc.stdout)["findings"][0]["rule_id"] == "NA601"
+    # to stdout (no -o, -o -, or a path that is stdout), the report alone
+    for args in ([], ["-o", "-"], ["-o", "/dev/stdout"]):
+        proc = _cli("analyze", str(SAMPLE), "--format", "json", "-q", *args, cwd=tmp_path)
+        assert json.loads(proc.stdout)["findings"][0]["rule_id"] == "NA601", args
 
 
 def test_store_is_read_while_another_process_holds_it(tmp_path, cache):
