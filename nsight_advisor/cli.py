@@ -48,7 +48,10 @@ class _Group(click.Group):
             rv = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # click wraps a signal that lands in Python code
+                click.echo("nsight-advisor: interrupted", err=True)
+                sys.exit(143 if isinstance(exc.__cause__, _Terminated) else 130)
             click.echo("nsight-advisor: aborted", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except click.UsageError as exc:
