@@ -1,11 +1,32 @@
 """nsight-advisor: reads what NVIDIA's profilers captured and explains what slows a GPU program down.
 
 Data flows one way: ``ingest`` fills the normalized DuckDB store (``schema``), the rule ``engine`` reads
-only that store and produces findings, and ``report`` renders findings. ``cli`` is a thin shell over
-these functions, so everything it does can be called from a notebook too.
+only that store and produces findings, and ``report`` renders findings. The public API joins them::
+
+    import nsight_advisor
+    run = nsight_advisor.open("report.sqlite")      # an Analysis (nsight_advisor.api)
+    run.findings(); run.accounting(); run.kernels(); run.query("select ...")
+
+``cli`` is a thin shell over that API (docs/api.md).
 """
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports the API on first use
+    from nsight_advisor.api import Analysis, open  # noqa: F401
 
 __version__ = "0.1.0"
 
 #: Bumped whenever the normalized schema changes; cached stores of another version are rebuilt.
-SCHEMA_VERSION = 6  # 3: ENUM event_type and kind; 4: kernels a view over kernel_rows; 5: nvtx_ranges a view over nvtx_rows; 6: Kineto tables (cpu_ops, collectives, capture_distributed, kernel_occupancy)
+SCHEMA_VERSION = 6
+
+__all__ = ["open", "Analysis", "__version__", "SCHEMA_VERSION"]
+
+
+def __getattr__(name: str):
+    # The API is imported on first use: `import nsight_advisor` stays cheap for the CLI and for workers.
+    if name in ("open", "Analysis"):
+        from nsight_advisor import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'nsight_advisor' has no attribute {name!r}")

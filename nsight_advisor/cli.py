@@ -22,6 +22,7 @@ import click  # noqa: E402
 
 from nsight_advisor import __version__  # noqa: E402
 from nsight_advisor.errors import NsightAdvisorError  # noqa: E402
+from nsight_advisor.text import first_line, printable  # noqa: E402
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -47,7 +48,10 @@ class _Group(click.Group):
             rv = super().main(*args, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):  # click wraps a signal that lands in Python code
+                click.echo("nsight-advisor: interrupted", err=True)
+                sys.exit(143 if isinstance(exc.__cause__, _Terminated) else 130)
             click.echo("nsight-advisor: aborted", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except click.UsageError as exc:
@@ -165,11 +169,6 @@ def _internal_error(exc: BaseException) -> None:
     sys.exit(EXIT_INTERNAL)
 
 
-def _printable(text: str) -> str:
-    """``text`` with control characters (newlines, terminal escapes) written as escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _escape_args(text: str) -> str:
     """Command-line paths holding newlines or escapes, escaped inside ``text`` so the message stays one line."""
     for arg in sys.argv[1:]:
@@ -179,14 +178,12 @@ def _escape_args(text: str) -> str:
         with contextlib.suppress(OSError, ValueError):
             forms.add(str(Path(arg).resolve()))
         for form in sorted(forms - {""}, key=len, reverse=True):
-            text = text.replace(form, _printable(form))
+            text = text.replace(form, printable(form))
     return text
 
 
 def _one_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    line = _printable(lines[0]) if lines else "error"
-    return line if len(line) <= 500 else line[:497] + "..."
+    return first_line(printable(first_line(text)), limit=500)
 
 
 def _write_crash_report(exc: BaseException) -> str:
@@ -259,24 +256,27 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
       nsight-advisor analyze report.sqlite --set small-grid.min_blocks_per_sm=2 --ignore NA105
       nsight-advisor analyze report.sqlite --window 2.5:8 --gpu "H100 SXM"
     """
-    from nsight_advisor import workflow
+    from nsight_advisor import api, workflow
 
     fmt = fmt or workflow.format_from_suffix(output)
     workflow.refuse_inputs_as_output(output, [*captures, store_path])
-    result = workflow.analyze(
-        captures,
+    run = api.open(
+        *captures,
+        store=store_path,
+        use_cache=not no_cache,
         rules_dirs=rules_dirs,
-        config_path=config_path,
+        config=config_path,
         overrides=overrides,
         select=select,
         ignore=ignore,
-        store_path=store_path,
-        use_cache=not no_cache,
         window=window,
         gpu=gpu_model,
         progress=_progress_enabled(quiet),
     )
+    result = run.result
     workflow.write_report(result, fmt, output)
+    if output is not None and str(output) != "-" and Path(output).is_file():  # not a pipe or /dev/stdout
+        click.echo(run.summary_line(output))
     if fail_on is not None and workflow.reaches(result, fail_on):
         return EXIT_FINDINGS
     return EXIT_OK
@@ -309,19 +309,17 @@ def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
       nsight-advisor compare before.sqlite after.sqlite -o compare.md
       nsight-advisor compare before.sqlite after.sqlite --format json --fail-on-regression 5
     """
-    from nsight_advisor import compare as cmp
+    from nsight_advisor import api
     from nsight_advisor import workflow
-    from nsight_advisor.report.compare_report import render_comparison
 
     suffix = output.suffix.lower() if output is not None else ""
     fmt = fmt or {".json": "json", ".sarif": "sarif", ".html": "html", ".htm": "html"}.get(suffix, "md")
     workflow.refuse_inputs_as_output(output, [base, head])
-    sides = [cmp.analyze_side([p], use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
-    comparison = cmp.compare_results(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
-                                     base_name=cmp.side_name([base]), head_name=cmp.side_name([head]))
-    text = render_comparison(comparison, fmt, (sides[0][0], sides[1][0]))
+    sides = [api.open(p, use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
+    comparison = sides[0].compare(sides[1])
+    text = api.comparison_report(comparison, fmt, sides[0], sides[1])
     workflow.write_text_atomic(output if output is not None else Path("-"), text)
-    worst = cmp.worst_regression_pct(comparison)
+    worst = api.worst_regression_pct(comparison)
     if fail_pct is not None and worst is not None and worst > fail_pct:
         return EXIT_FINDINGS
     return EXIT_OK

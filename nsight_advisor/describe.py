@@ -11,6 +11,8 @@ from typing import Callable, Sequence
 
 import duckdb
 
+from nsight_advisor.text import format_duration_ns
+
 #: Normalized tables counted per capture, per tool.
 TOOL_TABLES: dict[str, tuple[str, ...]] = {
     "nsys": ("gpus", "kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics"),
@@ -98,10 +100,7 @@ def describe(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict
 def _fmt_duration(ns: int | None) -> str:
     if ns is None:
         return "unknown (no timed events)"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= scale:
-            return f"{ns / scale:.3f} {unit} ({ns:,} ns)"
-    return f"{ns} ns"
+    return f"{format_duration_ns(ns)} ({ns:,} ns)" if ns >= 1000 else f"{ns} ns"
 
 
 def format_description(desc: dict) -> str:

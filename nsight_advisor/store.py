@@ -16,6 +16,7 @@ import duckdb
 
 from nsight_advisor.errors import InputError
 from nsight_advisor.schema import create_schema
+from nsight_advisor.text import first_line
 
 
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
@@ -30,7 +31,7 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -
     try:
         con = duckdb.connect(database, read_only=read_only, config=config)
     except duckdb.Error as exc:
-        raise InputError(f"{path}: not a readable nsight-advisor store ({_first_line(exc)})") from exc
+        raise InputError(f"{path}: not a readable nsight-advisor store ({first_line(exc)})") from exc
     con.execute("SET enable_progress_bar = false")
     # DuckDB picks a nested-loop join when it estimates a side at 5 rows or fewer; the analysis layer's interval
     # joins (a few thousand idle gaps against a million calls or ranges) are then estimated tiny and run for
@@ -142,6 +143,3 @@ def next_capture_id(con: duckdb.DuckDBPyConnection) -> int:
     return int(con.execute("SELECT coalesce(max(capture_id), 0) + 1 FROM captures").fetchone()[0])
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

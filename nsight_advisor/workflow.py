@@ -7,9 +7,7 @@ CLI only parses options and calls these.
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
-import io
 import json
 import os
 import stat
@@ -20,6 +18,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from nsight_advisor import result_cache, store_cache
 from nsight_advisor.errors import InputError
 from nsight_advisor.store_cache import cache_dir, cache_key
+from nsight_advisor.row_format import format_rows
+from nsight_advisor.text import first_line
 
 if TYPE_CHECKING:
     import duckdb
@@ -222,8 +222,8 @@ def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer: fr
 
 
 #: DuckDB memory for the rules and the summary; beyond it DuckDB evicts cached blocks and spills, so the
-#: analysis of a 10M-kernel store needs no more memory than that of a small one (measured: the same rule
-#: times at 1M kernels with 300 MB as without a limit).
+#: analysis of a 10M-kernel store needs no more memory than that of a small one, at no cost in rule time
+#: (docs/performance.md, "Measurements behind the code").
 ANALYSIS_MEMORY_LIMIT = "512MB"
 
 
@@ -308,7 +308,7 @@ def _unread_by_rules(settings: dict) -> frozenset[str]:
     is anything that stops the rules from loading: the analysis reports that itself, on a complete store.
     """
     from nsight_advisor.engine import rules_reading
-    from nsight_advisor.ingest.nsys_sqlite import DEFERRABLE
+    from nsight_advisor.ingest import DEFERRABLE
 
     try:
         read = rules_reading(DEFERRABLE, rules_dirs=settings["rules_dirs"], config_path=settings["config_path"])
@@ -412,10 +412,6 @@ def _write_stdout(text: str) -> None:
         raise InputError(f"stdout: the report cannot be written ({problem})") from None
 
 
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def reaches(result, level: str) -> bool:
     """True when a finding is at or above ``level``."""
     from nsight_advisor.engine.model import severity_rank
@@ -426,7 +422,7 @@ def reaches(result, level: str) -> bool:
 def info(path: Path, fmt: str = "text") -> str:
     """Describe a capture (or store) for humans or as JSON."""
     from nsight_advisor.describe import describe, format_description
-    from nsight_advisor.ingest.nsys_sqlite import DEFERRABLE
+    from nsight_advisor.ingest import DEFERRABLE
 
     # The store `analyze` cached is described as it is, naming what it left out with the export's row count:
     # `info` right after `analyze` must not cost a second, full ingest. Without a cached store, a full one.
@@ -451,50 +447,32 @@ def query(source: Path, sql: str, fmt: str = "table") -> str:
     """Run read-only SQL over a store or capture; returns text in ``fmt`` (table, csv or json)."""
     import duckdb
 
-    from nsight_advisor.engine.runner import disable_external_access
-
     con, _ = load([source])
     try:
-        # The user's SQL reads the store and nothing else, as a rule's does: no files (COPY TO, read_csv),
-        # no ATTACH, no extension installed or loaded; the configuration is locked so no SET undoes that.
-        disable_external_access(con)
-        con.execute("SET lock_configuration = true")
-        try:
-            rel = con.sql(sql)
-        except duckdb.Error as exc:
-            raise InputError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
+        rel = store_sql(con, sql)
         if rel is None:
             return ""
         try:
             columns = list(rel.columns)
             rows = rel.fetchall()
         except duckdb.Error as exc:
-            raise InputError(f"query failed: {str(exc).strip().splitlines()[0]}") from exc
+            raise InputError(f"query failed: {first_line(exc)}") from exc
     finally:
         con.close()
     return format_rows(columns, rows, fmt)
 
 
-def format_rows(columns: list[str], rows: list[tuple], fmt: str) -> str:
-    """Format query rows as an aligned table, CSV, or a JSON array of objects."""
-    if fmt == "json":
-        return json.dumps([dict(zip(columns, r)) for r in rows], indent=2, default=str) + "\n"
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-        from nsight_advisor.control_chars import strip_controls
+def store_sql(con, sql: str):
+    """``con.sql(sql)`` for a user's SQL, which reads the store and nothing else, as a rule's does: no files (COPY
+    TO, read_csv), no ATTACH, no extension installed or loaded; the configuration is locked so no SET undoes that.
+    InputError with DuckDB's first line when the SQL fails."""
+    import duckdb
 
-        return strip_controls(buf.getvalue())
-    # control characters from a capture (terminal escapes in kernel names) are shown escaped, never sent raw
-    cells = [columns] + [["NULL" if v is None else _printable(str(v)) for v in r] for r in rows]
-    widths = [min(60, max(len(row[i]) for row in cells)) for i in range(len(columns))]
+    from nsight_advisor.engine.runner import disable_external_access
 
-    def fit(text: str, width: int) -> str:
-        return text if len(text) <= width else text[: width - 1] + "…"
-
-    lines = ["  ".join(fit(c, w).ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(lines) + "\n"
+    disable_external_access(con)
+    con.execute("SET lock_configuration = true")
+    try:
+        return con.sql(sql)
+    except duckdb.Error as exc:
+        raise InputError(f"query failed: {first_line(exc)}") from exc

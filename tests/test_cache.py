@@ -351,9 +351,9 @@ def test_analyze_loads_small_deferrable_tables_anyway(cache):
 def test_analyze_defers_tables_no_rule_reads_and_query_completes_the_store(cache, tmp_path, monkeypatch):
     if not WITH_NVTX.exists():
         pytest.skip(f"real traces not present at {TRACES}")
-    from nsight_advisor.ingest import nsys_sqlite
+    from nsight_advisor.ingest import nsys_reader
 
-    monkeypatch.setattr(nsys_sqlite, "DEFER_MIN_ROWS", 100)  # the real exports' NVTX tables are all small
+    monkeypatch.setattr(nsys_reader, "DEFER_MIN_ROWS", 100)  # the real exports' NVTX tables are all small
     full = tmp_path / "full.duckdb"
     workflow.ingest_to_store([WITH_NVTX], full)
     full_rows, full_deferred, full_duration = _nvtx_state(full)

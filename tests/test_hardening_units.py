@@ -1,4 +1,4 @@
-"""Fast checks of the mechanisms behind issue 21's fixes (the corpus runs them end to end through the CLI)."""
+"""Fast checks of the mechanisms behind the hardening of bad input and process lifecycle (the corpus runs them end to end through the CLI)."""
 
 from __future__ import annotations
 

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import pytest
 
 from conftest import TRACES, ncu_reports, trace_param
 from nsight_advisor.ingest import ingest_capture
-from nsight_advisor.match import match_ncu_to_timeline
 from nsight_advisor.store import insert_kernels
 
 SGEMM = TRACES / "ncu" / "sgemm_rtx2080ti.ncu-rep"
+Match = namedtuple("Match", "ncu_capture_id kernel_id nsys_capture_id matched_by launches total_ns timeline_share_pct")
+
+
+def match_ncu_to_timeline(con, ncu_capture_id=None) -> list[Match]:
+    """The ncu_timeline_match view's rows (of one ncu capture, or all), as a rule reads them."""
+    rows = con.execute("""select ncu_capture_id, kernel_id, nsys_capture_id, matched_by, launches, total_ns,
+                                 timeline_share_pct
+                          from ncu_timeline_match where $cid is null or ncu_capture_id = $cid
+                          order by ncu_capture_id, kernel_id, nsys_capture_id""", {"cid": ncu_capture_id}).fetchall()
+    return [Match(*row) for row in rows]
 
 
 def _need(path):

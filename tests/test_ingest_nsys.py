@@ -255,21 +255,21 @@ def test_invalid_utf8_in_strings_and_nvtx_text(tmp_path: Path, store) -> None:
 @pytest.mark.parametrize("batch_rows", [2, 250_000])
 def test_nvtx_rows_out_of_start_order_are_sorted_first(tmp_path: Path, batch_rows: int, monkeypatch) -> None:
     """An export whose NVTX rows do not come in start order per thread gets the same ranges and depths."""
-    from nsight_advisor.ingest import nsys_sqlite
+    from nsight_advisor.ingest import nsys_nvtx
 
     shuffled = _tampered_sample(
         tmp_path / "nvtx_backwards.sqlite",
         "CREATE TABLE backwards AS SELECT * FROM NVTX_EVENTS ORDER BY start DESC",
         "DELETE FROM NVTX_EVENTS", "INSERT INTO NVTX_EVENTS SELECT * FROM backwards", "DROP TABLE backwards")
-    monkeypatch.setattr(nsys_sqlite, "BATCH_ROWS", batch_rows)
+    monkeypatch.setattr(nsys_nvtx, "BATCH_ROWS", batch_rows)
     sorted_passes = []
-    insert = nsys_sqlite._Ingest._insert_nvtx
+    insert = nsys_nvtx.insert_nvtx
 
-    def spy(self, nvtx, *, ordered):
+    def spy(reader, nvtx, *, ordered):
         sorted_passes.append(ordered)
-        return insert(self, nvtx, ordered=ordered)
+        return insert(reader, nvtx, ordered=ordered)
 
-    monkeypatch.setattr(nsys_sqlite._Ingest, "_insert_nvtx", spy)
+    monkeypatch.setattr(nsys_nvtx, "insert_nvtx", spy)
     stores = {}
     for name, export in (("as written", SAMPLE), ("backwards", shuffled)):
         stores[name] = connect(tmp_path / f"{name}.duckdb")  # on disk: the memory-bounded path

@@ -1,4 +1,4 @@
-"""Process lifecycle (issue 21): ingest workers die with their parent, and the temporary files of a run that was
+"""Process lifecycle: ingest workers die with their parent, and the temporary files of a run that was
 killed outright (SIGKILL: no cleanup runs) are reclaimed by the next run."""
 
 from __future__ import annotations
@@ -75,3 +75,25 @@ def test_sigkill_mid_ingest_leaves_no_worker_and_the_next_run_reclaims_its_files
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in store.parent.iterdir()) == [store.name]
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("nsight-advisor", "."))) == []
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_in_python_code_is_an_interruption(tmp_path, signum, code):
+    """A signal that lands while Python code runs (click turns it into its Abort) still ends the run as an
+    interruption: exit 130 or 143 and the one line, not 'aborted' with exit 2."""
+    sample = Path(__file__).resolve().parent.parent / "sample_traces" / "demo_training_step.sqlite"
+    script = ("import sys, time\n"
+              "import nsight_advisor.workflow as w\n"
+              "real = w.analyze\n"
+              "def slow(*a, **k):\n"
+              "    print('analyzing', flush=True); time.sleep(30); return real(*a, **k)\n"
+              "w.analyze = slow\n"
+              "from nsight_advisor.cli import main\n"
+              "sys.argv = ['nsight-advisor', 'analyze', sys.argv[1], '--no-cache', '-q', '--format', 'json']\n"
+              "main()\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(sample)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "NSIGHT_ADVISOR_CACHE": str(tmp_path)})
+    assert proc.stdout.readline().strip() == "analyzing"
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err.strip()) == (code, "nsight-advisor: interrupted")

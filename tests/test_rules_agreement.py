@@ -329,12 +329,8 @@ def test_every_rule_ran_on_the_report(report):
 
 def test_agreement_doc_is_current(traces_dir):
     """docs/ncu-agreement.md is what tools/ncu_agreement.py writes from the reports today."""
-    import importlib.util
-
     from conftest import REPO
+    from tools import ncu_agreement as tool
 
-    spec = importlib.util.spec_from_file_location("ncu_agreement_tool", REPO / "tools" / "ncu_agreement.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
     current = (REPO / "docs" / "ncu-agreement.md").read_text(encoding="utf-8")
-    assert current == tool.render(), "docs/ncu-agreement.md is stale: run python tools/ncu_agreement.py"
+    assert current == tool.render(), "docs/ncu-agreement.md is stale: run `python -m tools.gen_docs`"

@@ -1,4 +1,4 @@
-"""The built-in rule library on the real captures: what issue 5 says must hold, and the views the rules stand on.
+"""The built-in rule library on the real captures: what each rule must find there, and the views the rules stand on.
 
 (Every rule's cases.toml and `rules lint` run in tests/test_rule_cases.py; NVIDIA's verdicts in
 tests/test_rules_agreement.py.)

@@ -219,7 +219,7 @@ def test_the_analysis_views_page_is_current():
 
     page = REPO / "docs" / "analysis-views.md"
     assert page.read_text(encoding="utf-8") == views_markdown(), (
-        "docs/analysis-views.md is stale: python -m nsight_advisor.schema.views > docs/analysis-views.md")
+        "docs/analysis-views.md is stale: run `python -m tools.gen_docs`")
 
 
 def test_html_shows_each_devices_partition_as_one_stacked_bar(isolated_cache):

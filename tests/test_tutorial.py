@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TRACES
+from conftest import REPO, TRACES
 
 TUTORIAL = REPO / "docs" / "writing-rules.md"
 CAPTURE = TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"

@@ -184,9 +184,9 @@ def read_captures(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
 
 
 def _public_capture(capture: dict) -> dict:
-    from nsight_advisor.engine.runner import json_value
+    from nsight_advisor.json_values import jsonable
 
-    return {k: json_value(v) for k, v in capture.items()}
+    return {k: jsonable(v) for k, v in capture.items()}
 
 
 def combine_outcomes(rule: Rule, results: list, n_captures: int) -> Outcome:

@@ -73,7 +73,7 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], window: 
             continue  # the user's window is the temp table already
         if view == "cuda_api_calls" and not _has_nested_calls(con, capture_ids):
             # nothing to deduplicate (the usual case): the calls with their class through a join with the few
-            # distinct names, instead of a copy of every call (0.5 s at 1.7M calls)
+            # distinct names, instead of a copy of every call
             con.execute("""
                 create or replace temp table _na_api_classes as
                 select base_name, na_api_class(base_name) as api_class from (select distinct base_name from api_calls)""")

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nsight_advisor.engine.rules import Rule, _Table, coerce_value, read_toml
+from nsight_advisor.engine.rules import Rule
+from nsight_advisor.engine.toml_checked import TomlTable, coerce_value, read_toml
 from nsight_advisor.engine.model import OUTCOME_STATUSES, SEVERITIES
 from nsight_advisor.errors import RuleError
 from nsight_advisor.schema.tables import get_table, stored_table_names, table_names
+from nsight_advisor.text import first_line
 
 _EVENT_TABLES = ("kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges")
 
@@ -63,14 +65,14 @@ def load_cases(rule: Rule) -> list[Case]:
     """The cases of ``rule`` (RuleError naming cases.toml and the key when one is malformed)."""
     path = rule.cases_path
     data = read_toml(path)
-    top = _Table(data, path)
+    top = TomlTable(data, path)
     items = top.get("case", list, fix='add [[case]] tables with name, expect and [case.tables]')
     top.reject_unknown()
     cases = []
     for i, raw in enumerate(items):
         if not isinstance(raw, dict):
             raise RuleError(f"{path}: key 'case[{i}]': expected a table; write [[case]]")
-        t = _Table(raw, path, f"case[{i}].")
+        t = TomlTable(raw, path, f"case[{i}].")
         name = t.get("name", str, fix="give the case a name saying what it checks")
         expect = t.choice("expect", OUTCOME_STATUSES)
         tables = t.get("tables", dict, required=False, default={})
@@ -177,7 +179,7 @@ def run_case(rule: Rule, case: Case, *, time_limit_s: float = 30.0) -> CaseResul
     try:
         con = build_case_store(case, empty_store())
     except Exception as exc:  # a case's rows that DuckDB refuses (wrong types): the case's fault
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         return CaseResult(rule, case, False, "invalid", [f"the case's tables could not be loaded: {first}"], [])
     try:
         ids = [r[0] for r in con.execute("select capture_id from captures order by 1").fetchall()]

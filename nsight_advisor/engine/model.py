@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SEVERITIES = ("info", "warning", "error")
+from nsight_advisor.severity import SEVERITIES, severity_rank  # noqa: F401 - re-exported for the engine
 OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
 #: Parts of a device's time partition a finding's impact can come out of (docs/impact.md); host = host-wide.
 IMPACT_PARTS = ("kernel", "comm", "copy", "memset", "idle", "host")
@@ -19,11 +19,6 @@ IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "h
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
 REPORT_SCHEMA_VERSION = 4
-
-
-def severity_rank(severity: str) -> int:
-    """0 for info, 1 for warning, 2 for error."""
-    return SEVERITIES.index(severity)
 
 
 @dataclass

@@ -9,25 +9,21 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 from nsight_advisor.engine.advice import CAPABILITIES, STACKS, FixClause
 from nsight_advisor.engine.model import IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
+from nsight_advisor.engine.toml_checked import (  # noqa: F401 - PARAM_TYPES, coerce_value: the format's API
+    PARAM_TYPES, TomlTable, coerce_value, locate, read_toml,
+)
 from nsight_advisor.errors import RuleError
 from nsight_advisor.schema.tables import table_names
 from nsight_advisor.schema.views import analysis_view_names
 
 CATEGORIES = ("launch", "occupancy", "memory", "compute", "precision", "sync", "transfer", "timeline", "communication")
 STATUSES = ("preview", "stable")
-PARAM_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 OPS = ("<", "<=", ">", ">=", "==", "!=")
 DOC_SECTIONS = ("what", "why", "fix", "limits")
 
@@ -148,161 +144,17 @@ class Rule:
         return clone
 
 
-# --- typed access to TOML tables, each failure naming the file, key and fix -------------------------------
-
-class _Table:
-    """A TOML table being validated: remembers which keys were read, to reject unknown ones."""
-
-    def __init__(self, data: dict, path: Path, prefix: str = ""):
-        self.data, self.path, self.prefix = data, path, prefix
-        self.seen: set[str] = set()
-
-    def key(self, name: str) -> str:
-        return f"{self.prefix}{name}"
-
-    def fail(self, name: str, problem: str, fix: str) -> RuleError:
-        return RuleError(f"{locate(self.path, self.prefix, name)}: key '{self.key(name)}': {problem}; {fix}")
-
-    def get(self, name: str, types: type | tuple[type, ...], *, required: bool = True, default: Any = None,
-            fix: str = "") -> Any:
-        self.seen.add(name)
-        if name not in self.data:
-            if required:
-                raise self.fail(name, "missing", fix or f"add {self.key(name)} = ...")
-            return default
-        value = self.data[name]
-        if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-            raise self.fail(name, f"expected {_type_names(types)}, got a boolean", fix or "fix the value")
-        if not isinstance(value, types):
-            quoted_number = isinstance(value, str) and re.fullmatch(r"\s*-?[0-9.]+(e-?[0-9]+)?\s*", value)
-            hint = "remove the quotes" if quoted_number and {int, float} & set(
-                types if isinstance(types, tuple) else (types,)) else (fix or "fix the value's type")
-            raise self.fail(name, f"expected {_type_names(types)}, got {_toml_type(value)} {value!r}", hint)
-        return value
-
-    def choice(self, name: str, choices: Iterable[str], *, required: bool = True, default: str = "") -> str:
-        value = self.get(name, str, required=required, default=default)
-        choices = tuple(choices)
-        if value not in choices:
-            raise self.fail(name, f"{value!r} is not one of {', '.join(choices)}", "use one of those")
-        return value
-
-    def str_list(self, name: str, *, required: bool = True) -> list[str]:
-        value = self.get(name, list, required=required, default=[])
-        for item in value:
-            if not isinstance(item, str):
-                raise self.fail(name, f"expected a list of strings, found {_toml_type(item)} {item!r}",
-                                "quote every item")
-        return value
-
-    def reject_unknown(self, allowed_extra: Iterable[str] = ()) -> None:
-        unknown = sorted(set(self.data) - self.seen - set(allowed_extra))
-        if unknown:
-            known = ", ".join(sorted(self.seen))
-            raise self.fail(unknown[0], "unknown key", f"remove it or use one of: {known} (docs/rule-format.md)")
-
-
-_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-
-
-def locate(path: Path, prefix: str, name: str) -> str:
-    """``path:LINE`` of key ``name`` in the table ``prefix`` ("params.x.", "requires[0].", ""), else ``path``.
-
-    A best-effort text search (TOML parsers do not report positions): the key's line, or the table's header line
-    when the key is missing.
-    """
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return str(path)
-    section = prefix.rstrip(".")
-    index = None
-    m = re.match(r"^(.*)\[(\d+)\]$", section)
-    name_re = re.compile(rf"^\s*[\"']?{re.escape(name)}[\"']?\s*=")
-    start = -1
-    if section:
-        wanted, nth = (m.group(1), int(m.group(2))) if m else (section, 0)
-        seen = -1
-        for i, line in enumerate(lines):
-            h = _HEADER.match(line)
-            if h and h.group(1).replace('"', "") == wanted:
-                seen += 1
-                if seen == nth:
-                    start = i
-                    break
-        if start < 0:
-            # keys of a table written inline or dotted (params.x = {...}): look for the last dotted part
-            return _first_match(lines, re.compile(rf"^\s*{re.escape(section.split('.')[-1])}\b"), path)
-    for i in range(start + 1, len(lines)):
-        if _HEADER.match(lines[i]):
-            break
-        if name_re.match(lines[i]):
-            index = i
-            break
-    if index is None:
-        index = start if start >= 0 else None
-    return f"{path}:{index + 1}" if index is not None else str(path)
-
-
-def _first_match(lines: list[str], pattern: re.Pattern, path: Path) -> str:
-    for i, line in enumerate(lines):
-        if pattern.match(line):
-            return f"{path}:{i + 1}"
-    return str(path)
-
-
-def _type_names(types: type | tuple[type, ...]) -> str:
-    types = types if isinstance(types, tuple) else (types,)
-    return " or ".join(_toml_type_name(t) for t in types)
-
-
-def _toml_type_name(t: type) -> str:
-    return {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list",
-            dict: "a table"}.get(t, t.__name__)
-
-
-def _toml_type(value: Any) -> str:
-    return _toml_type_name(type(value)).replace("an integer", "integer").replace("a ", "")
-
-
-def coerce_value(value: Any, type_name: str, where: str) -> Any:
-    """Check ``value`` against a param type (int | float | str | bool); RuleError naming ``where`` otherwise."""
-    if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    expected = PARAM_TYPES[type_name]
-    if type_name in ("int", "float") and isinstance(value, bool):
-        raise RuleError(f"{where}: expected {type_name}, got a boolean {value!r}; write a number")
-    if not isinstance(value, expected):
-        hint = "remove the quotes" if isinstance(value, str) and type_name != "str" else f"write a {type_name}"
-        raise RuleError(f"{where}: expected {type_name}, got {type(value).__name__} {value!r}; {hint}")
-    return value
-
-
 # --- loading ---------------------------------------------------------------------------------------------
 
 _TOP_KEYS = ("id", "name", "title", "category", "severity", "status", "principles", "requires", "params",
              "judgement", "finding", "docs")
 
 
-def read_toml(path: Path) -> dict:
-    """Parse a TOML file; RuleError with the file and line when it is not valid TOML."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RuleError(f"{path}: missing; every rule folder needs rule.toml, query.sql and cases.toml") from None
-    except UnicodeDecodeError as exc:
-        raise RuleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleError(f"{path}: invalid TOML: {exc}") from None
-
-
 def load_rule(folder: Path, *, builtin: bool = False) -> Rule:
     """Load and validate one rule folder."""
     folder = Path(folder)
     path = folder / "rule.toml"
-    top = _Table(read_toml(path), path)
+    top = TomlTable(read_toml(path), path)
 
     rule_id = top.get("id", str, fix='add a stable code such as id = "NA901"')
     if not ID_RE.match(rule_id):
@@ -351,7 +203,7 @@ def _load_requires(items: list, path: Path) -> list[Requirement]:
     for i, raw in enumerate(items):
         if not isinstance(raw, dict):
             raise RuleError(f"{path}: key 'requires[{i}]': expected a table; write [[requires]] table = \"kernels\"")
-        t = _Table(raw, path, f"requires[{i}].")
+        t = TomlTable(raw, path, f"requires[{i}].")
         kinds = [k for k in ("table", "metric", "gpu_metric") if k in raw]
         if len(kinds) != 1:
             raise t.fail("table", "needs exactly one of table, metric or gpu_metric",
@@ -376,7 +228,7 @@ def _load_params(raw: dict, path: Path) -> dict[str, Param]:
         if not isinstance(spec, dict):
             raise RuleError(f"{path}: key 'params.{name}': expected a table; write [params.{name}] with type, "
                             "default, unit and why")
-        t = _Table(spec, path, f"params.{name}.")
+        t = TomlTable(spec, path, f"params.{name}.")
         type_name = t.choice("type", tuple(PARAM_TYPES))
         t.seen.add("default")
         if "default" not in spec:
@@ -391,7 +243,7 @@ def _load_params(raw: dict, path: Path) -> dict[str, Param]:
 
 
 def _load_judgement(raw: dict, path: Path, params: dict[str, Param]) -> Judgement:
-    t = _Table(raw, path, "judgement.")
+    t = TomlTable(raw, path, "judgement.")
     column = t.get("column", str, fix="name the query column holding the observed value")
     op = t.choice("op", OPS)
     param = t.get("param", str, fix="name the [params] entry holding the threshold")
@@ -402,7 +254,7 @@ def _load_judgement(raw: dict, path: Path, params: dict[str, Param]) -> Judgemen
 
 
 def _load_finding(raw: dict, path: Path) -> FindingSpec:
-    t = _Table(raw, path, "finding.")
+    t = TomlTable(raw, path, "finding.")
     message = t.get("message", str, fix="write the finding's message, e.g. '{rows} kernel(s) ... ({observed} < {threshold})'")
     fix_raw = t.get("fix", (str, dict), fix="write what to change, in one or two sentences")
     fix, variants, clauses = (fix_raw, (), ()) if isinstance(fix_raw, str) else _load_fix(fix_raw, path)
@@ -446,7 +298,7 @@ def _load_finding(raw: dict, path: Path) -> FindingSpec:
 
 def _load_fix(raw: dict, path: Path) -> tuple[str, tuple[tuple[str, str], ...], tuple[FixClause, ...]]:
     """``[finding.fix]``: text (general), variants (per stack) and clauses (per capability and stack)."""
-    t = _Table(raw, path, "finding.fix.")
+    t = TomlTable(raw, path, "finding.fix.")
     text = t.get("text", str, fix="write the general fix, shown when no variant fits the capture's stack")
     variants_raw = t.get("variants", dict, required=False, default={})
     variants = []
@@ -460,7 +312,7 @@ def _load_fix(raw: dict, path: Path) -> tuple[str, tuple[tuple[str, str], ...], 
     for i, item in enumerate(t.get("clauses", list, required=False, default=[])):
         if not isinstance(item, dict):
             raise t.fail("clauses", f"item {i} is not a table", 'write [[finding.fix.clauses]] text = "..."')
-        c = _Table(item, path, f"finding.fix.clauses[{i}].")
+        c = TomlTable(item, path, f"finding.fix.clauses[{i}].")
         ctext = c.get("text", str, fix="write the clause's sentence")
         needs = c.str_list("needs", required=False)
         stacks = c.str_list("stacks", required=False)
@@ -480,7 +332,7 @@ def _load_fix(raw: dict, path: Path) -> tuple[str, tuple[tuple[str, str], ...], 
 
 
 def _load_docs(raw: dict, path: Path) -> dict[str, str]:
-    t = _Table(raw, path, "docs.")
+    t = TomlTable(raw, path, "docs.")
     docs = {s: t.get(s, str, fix=f"add docs.{s} (sections: what, why, fix, limits)") for s in DOC_SECTIONS}
     t.reject_unknown()
     return docs

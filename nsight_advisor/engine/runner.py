@@ -7,8 +7,6 @@ limit, and at most a bounded number of rows is ever fetched.
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
 import math
 import re
 import string
@@ -21,6 +19,8 @@ from typing import Any
 import duckdb
 
 from nsight_advisor import sql_params
+from nsight_advisor.json_values import jsonable
+from nsight_advisor.text import format_duration_ns
 from nsight_advisor.catalog import get_principle
 from nsight_advisor.engine import advice
 from nsight_advisor.engine.model import SEVERITIES, Finding, PrincipleRef, severity_rank
@@ -322,10 +322,10 @@ def _make_finding(rule: Rule, capture: dict, group: Group) -> Finding:
     finding = Finding(
         rule_id=rule.id, rule_name=rule.name, severity=rule.severity, title=rule.title, message="",
         capture_id=capture["capture_id"], impact_ns=impact_ns, impact_pct=0.0,
-        evidence=[{c: json_value(row.get(c)) for c in spec.evidence_columns} for row in group.rows],
+        evidence=[{c: jsonable(row.get(c)) for c in spec.evidence_columns} for row in group.rows],
         evidence_columns=list(spec.evidence_columns), evidence_total_rows=group.total_rows,
         principles=resolve_principles(advice.principles_for(rule, capture)), category=rule.category,
-        observed=json_value(observed), threshold=json_value(threshold), device_id=device_id,
+        observed=jsonable(observed), threshold=jsonable(threshold), device_id=device_id,
         claimed_ns=impact_ns,
     )
     finding.internal = {
@@ -387,14 +387,6 @@ def resolve_principles(ids) -> list[PrincipleRef]:
     return out
 
 
-def format_duration_ns(ns: float) -> str:
-    """'850 ns', '12.3 us', '4.56 ms', '1.23 s'."""
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}" if abs(ns) / scale < 100 else f"{ns / scale:.0f} {unit}"
-    return f"{ns:.0f} ns"
-
 
 class _Row:
     """``{top.column}`` in messages: attribute access to the top evidence row."""
@@ -436,26 +428,6 @@ def message_fields(template: str) -> list[str]:
     """Field names a template uses (``top.name`` kept whole); ValueError when malformed."""
     return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
 
-
-def json_value(value: Any) -> Any:
-    """A JSON-ready version of a DuckDB value."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, _dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): json_value(v) for k, v in value.items()}
-    return str(value)
 
 
 def _to_float(value: Any) -> float:

@@ -27,6 +27,7 @@ import duckdb
 
 from nsight_advisor import sql_params
 from nsight_advisor.engine.ranks import rank_summary
+from nsight_advisor.text import first_line
 
 TOP_KERNELS = 10
 UTILIZATION_BINS = 120
@@ -53,7 +54,7 @@ def build_summary(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) ->
         try:
             return compute()
         except duckdb.Error as exc:
-            errors.append(f"{part}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
+            errors.append(f"{part}: {first_line(exc)}")
             return default
 
     try:
@@ -79,23 +80,6 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) 
     rel = sql_params.execute(con, sql, params)
     cols = [d[0] for d in rel.description]
     return [dict(zip(cols, r)) for r in rel.fetchall()]
-
-
-def _relation_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(sql_params.execute(
-        con,
-        "select count(*) from duckdb_views() where view_name = $n and not internal", {"n": name}
-    ).fetchone()[0] or sql_params.execute(
-        con,
-        "select count(*) from duckdb_tables() where table_name = $n", {"n": name}
-    ).fetchone()[0])
-
-
-def _columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
-    return [r[0] for r in sql_params.execute(
-        con,
-        "select column_name from duckdb_columns() where table_name = $n", {"n": name}
-    ).fetchall()]
 
 
 def _busy_by_capture(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
@@ -304,42 +288,21 @@ def _utilization(con: duckdb.DuckDBPyConnection, captures: list[dict[str, Any]])
     return series
 
 
-_ROOFLINE_COLUMNS = {
-    "intensity": ("arithmetic_intensity_flop_per_byte", "arithmetic_intensity", "flop_per_byte",
-                  "ops_per_byte", "intensity_flop_per_byte"),
-    "achieved": ("achieved_flops_per_s", "flops_per_s", "achieved_flop_per_s", "performance_flops_per_s"),
-    "peak_flops": ("peak_flops_per_s", "peak_fp32_flops_per_s", "peak_flop_per_s"),
-    "peak_bytes": ("peak_dram_bytes_per_s", "dram_peak_bytes_per_s", "peak_bytes_per_s",
-                   "memory_bandwidth_bytes_per_s", "peak_memory_bytes_per_s"),
-    "name": ("short_name", "name"),
-    "duration": ("duration_ns",),
-}
-
-
 def _roofline(con: duckdb.DuckDBPyConnection, ids: list[int]) -> dict[str, Any] | None:
-    if not _relation_exists(con, "ncu_kernel_summary"):
-        return None
-    cols = set(_columns(con, "ncu_kernel_summary"))
-    pick = {key: next((c for c in names if c in cols), None) for key, names in _ROOFLINE_COLUMNS.items()}
-    if not pick["achieved"] and {"pct_of_peak_flops", "peak_flops_per_s"} <= cols:
-        # Achieved FLOP/s of the kernel's dominant precision, from its share of that precision's peak.
-        pick["achieved"] = "(pct_of_peak_flops / 100.0 * peak_flops_per_s)"
-    if not (pick["intensity"] and pick["achieved"] and pick["name"]) or "capture_id" not in cols:
-        return None
-    extra = ", ".join(f"{pick[k]} as {k}" for k in ("peak_flops", "peak_bytes", "duration") if pick[k])
+    # The view is the analysis layer's (views/20_ncu_derived.sql): its columns are known, nothing is guessed.
     # A fixed order: the same points in the same order on every run, and the same ones kept past the limit.
-    order = "capture_id, kernel_id" if "kernel_id" in cols else f"capture_id, {pick['name']}"
     try:
-        rows = _rows(con, f"""
-            select capture_id, {pick['name']} as name, {pick['intensity']} as intensity,
-                   {pick['achieved']} as achieved{', ' + extra if extra else ''}
+        rows = _rows(con, """
+            select capture_id, short_name as name, arithmetic_intensity_flop_per_byte as intensity,
+                   achieved_flops_per_s as achieved, peak_flops_per_s as peak_flops,
+                   peak_dram_bytes_per_s as peak_bytes, duration_ns as duration
             from ncu_kernel_summary
             where capture_id in (select capture_id from _summary_ids)
-              and {pick['intensity']} > 0 and {pick['achieved']} > 0
-            order by {order}
-            limit {ROOFLINE_MAX_POINTS + 1}
-        """)
-    except duckdb.Error:
+              and arithmetic_intensity_flop_per_byte > 0 and achieved_flops_per_s > 0
+            order by capture_id, kernel_id
+            limit $n
+        """, {"n": ROOFLINE_MAX_POINTS + 1})
+    except duckdb.CatalogException:  # a store made before the Nsight Compute views existed
         return None
     if not rows:
         return None

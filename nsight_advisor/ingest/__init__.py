@@ -17,6 +17,10 @@ import duckdb
 from nsight_advisor.ingest.detect import detect_format
 from nsight_advisor.ingest.failures import classified
 
+#: Tables an ingest may leave out when the caller says nothing will read them (see ``capture_deferred``);
+#: cpu_ops exists in PyTorch profiler traces only (an nsys export has nothing to defer there).
+DEFERRABLE = ("nvtx_ranges", "gpu_metrics", "cpu_ops")
+
 
 def ingest_captures(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,
                     progress: bool = False, defer: Collection[str] = ()) -> None:
@@ -31,7 +35,7 @@ def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, 
     """Ingest one capture file as ``capture_id``.
 
     ``defer``: normalized tables the caller will not read, which an Nsight Systems or Kineto ingest may leave
-    out (see ``nsys_sqlite.DEFERRABLE``; recorded in ``capture_deferred``). Other formats load everything.
+    out (see :data:`DEFERRABLE`; recorded in ``capture_deferred``). Other formats load everything.
     """
     fmt = detect_format(path)
     if fmt == "nsys-sqlite":

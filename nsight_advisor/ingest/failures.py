@@ -24,6 +24,7 @@ from typing import Callable, TypeVar
 import duckdb
 
 from nsight_advisor.errors import InputError
+from nsight_advisor.text import first_line, printable
 
 F = TypeVar("F", bound=Callable)
 
@@ -117,11 +118,8 @@ def describe(exc: BaseException) -> str:
             text = exc.object.decode("utf-8", "replace")
     except Exception:  # noqa: BLE001 - an exception whose text cannot even be built
         text = type(exc).__name__
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    line = lines[0] if lines else type(exc).__name__
-    line = line.encode("utf-8", "backslashreplace").decode("utf-8")
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
-    return line if len(line) <= 300 else line[:297] + "..."
+    line = first_line(text) if text.strip() else type(exc).__name__
+    return first_line(printable(line.encode("utf-8", "backslashreplace").decode("utf-8")), limit=300)
 
 
 def identity(path: Path) -> tuple | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import functools
-import gc
 from pathlib import Path
 from typing import Collection
 
@@ -27,6 +26,7 @@ import pyarrow.compute as pc
 
 from nsight_advisor import sql_params
 from nsight_advisor.errors import InputError
+from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.kineto_header import CUDA_OPTION, write_header_tables
 from nsight_advisor.ingest.kineto_json import iter_events, read_header
 from nsight_advisor.ingest.kineto_rows import COLUMNS, DOMAINS, EventRows, MAX_NAME_CHARS
@@ -202,7 +202,7 @@ class _Ingest:
     def events(self) -> None:
         rows = self.rows = EventRows(self.write, cpu_ops=not self.defer_cpu_ops)
         try:
-            with _gc_paused():
+            with gc_paused():
                 rows.consume(iter_events(self.path))
         except InputError as exc:
             text = str(exc)
@@ -361,18 +361,6 @@ class _Ingest:
         ])
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Python's cyclic garbage collector off for a block (restored after). The stream makes a dict per event
-    and holds a batch of row tuples, no cycles among them; the collections that kept traversing the batches
-    took a seventh of the stream's CPU time (docs/performance.md)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _ids(alias: str) -> str:

@@ -21,6 +21,7 @@ from typing import IO, Iterator
 
 from nsight_advisor.errors import InputError
 from nsight_advisor.ingest.json_stream import BadJSON, TruncatedJSON, iter_array
+from nsight_advisor.text import first_line
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -135,7 +136,7 @@ def input_error(path: Path, exc: BaseException) -> InputError:
     """One line saying why the trace at ``path`` cannot be read, for a read or parse error ``exc``."""
     from ijson.common import IncompleteJSONError, JSONError
 
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = first_line(exc)
     if isinstance(exc, TruncatedJSON):
         return InputError(f"{path}: truncated JSON (the file ends inside the trace); copy the trace again")
     if isinstance(exc, BadJSON):

@@ -8,13 +8,14 @@ orders, truncates and formats what the engine found.
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-SEVERITY_ORDER = {"error": 2, "warning": 1, "info": 0}
+from nsight_advisor.json_values import jsonable
+from nsight_advisor.severity import SEVERITIES, severity_rank
+from nsight_advisor.text import format_duration_ns as fmt_ns
+
 STATUS_ORDER = {"errored": 0, "skipped": 1, "findings": 2, "clean": 3}
 GUIDE_URL = "https://docs.nvidia.com/deeplearning/performance/index.html"
 PROJECT_URL = "https://github.com/nsight-advisor/nsight-advisor"
@@ -48,61 +49,12 @@ def as_dict(result: Any) -> dict[str, Any]:
     raise TypeError(f"cannot render {type(result).__name__}: expected an AnalysisResult or its to_dict()")
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` with every leaf turned into a JSON value: NaN/inf -> None, Decimal -> float, dates -> ISO text."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, decimal.Decimal):
-        return jsonable(float(value))
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, _dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    item = getattr(value, "item", None)  # numpy scalars
-    if callable(item):
-        try:
-            return jsonable(item())
-        except (TypeError, ValueError):
-            pass
-    if hasattr(value, "to_dict"):
-        return jsonable(value.to_dict())
-    return str(value)
-
 
 def clip(text: Any, limit: int) -> str:
     """``text`` as a string of at most ``limit`` characters, ending in '…' when it was cut."""
     s = "" if text is None else str(text)
     return s if len(s) <= limit else s[: max(0, limit - 1)] + "…"
 
-
-def fmt_ns(ns: Any) -> str:
-    """A duration in ns as a short human string: '812 ns', '12.3 µs', '4.56 ms', '1.23 s'."""
-    try:
-        v = float(ns)
-    except (TypeError, ValueError):
-        return "–"
-    if not math.isfinite(v):
-        return "–"
-    a = abs(v)
-    if a < 1e3:
-        return f"{v:.0f} ns"
-    if a < 1e6:
-        return f"{v / 1e3:.3g} µs"
-    if a < 1e9:
-        return f"{v / 1e6:.3g} ms"
-    if a < 60e9:
-        return f"{v / 1e9:.3g} s"
-    return f"{v / 60e9:.3g} min"
 
 
 def fmt_pct(pct: Any, digits: int = 1) -> str:
@@ -169,7 +121,7 @@ def rank_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     recoverable, then rule id (stable for equal keys)."""
     return sorted(
         findings,
-        key=lambda f: (-SEVERITY_ORDER.get(str(f.get("severity")), 0), -_num(f.get("impact_ns")),
+        key=lambda f: (-severity_rank(str(f.get("severity"))), -_num(f.get("impact_ns")),
                        str(f.get("rule_id", "")), str(f.get("title", ""))),
     )
 
@@ -250,7 +202,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             elif isinstance(p, str):
                 principles.append({"id": p, "title": p, "url": None})
         severity = str(f.get("severity") or "info")
-        if severity not in SEVERITY_ORDER:
+        if severity not in SEVERITIES:
             severity = "info"
         findings.append({
             "n": i,

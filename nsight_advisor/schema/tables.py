@@ -11,77 +11,31 @@ Conventions (they hold for every table):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from nsight_advisor.schema.columns import (  # noqa: F401 - Column: part of this module's API
+    CAPTURE_ID, DEVICE_ID, TIMES, Column, Table, cols, ids_for_text,
+)
+from nsight_advisor.schema.tables_ncu import NCU_TABLES
 
 if TYPE_CHECKING:  # the rule loader reads table names without loading duckdb (fast warm `analyze`)
     import duckdb
 
-
-@dataclass(frozen=True)
-class Column:
-    """One column: its name (unit in the suffix), DuckDB type and meaning."""
-
-    name: str
-    type: str
-    doc: str
-
-
-@dataclass(frozen=True)
-class Table:
-    """One table of the store, with a docstring and its columns.
-
-    ``rows_in`` names the stored table under a table that is a view (``kernels`` stands on ``kernel_rows``):
-    read it like any table; write its rows with the function its docstring names.
-    """
-
-    name: str
-    doc: str
-    columns: tuple[Column, ...] = field(default_factory=tuple)
-    rows_in: str | None = None
-
-    @property
-    def stored(self) -> bool:
-        """Whether the table holds its rows itself (False for a view)."""
-        return self.rows_in is None
-
-    @property
-    def column_names(self) -> list[str]:
-        return [c.name for c in self.columns]
-
-
-def _cols(*specs: tuple[str, str, str]) -> tuple[Column, ...]:
-    return tuple(Column(*spec) for spec in specs)
-
-
-_CAPTURE_ID = ("capture_id", "INTEGER", "Capture this row belongs to (captures.capture_id).")
-_DEVICE_ID = ("device_id", "INTEGER", "GPU the work ran on (gpus.device_id); the export's deviceId.")
-_TIMES = (
-    ("start_ns", "BIGINT", "Start, ns on the capture's timeline."),
-    ("end_ns", "BIGINT", "End, ns on the capture's timeline."),
-    ("duration_ns", "BIGINT", "end_ns - start_ns, ns."),
-)
-
-
-def _ids_for_text(columns: tuple[Column, ...], ids: dict[str, tuple[str, str, str]]) -> tuple[Column, ...]:
-    """The columns of the stored table under a view: the view's, with each text column named in ``ids``
-    replaced by the id column that refers to its text."""
-    return tuple(Column(*ids[c.name]) if c.name in ids else c for c in columns)
 
 
 _KERNELS = Table(
     "kernels",
     "One row per kernel execution on a GPU (Nsight Systems CUPTI_ACTIVITY_KIND_KERNEL). A view: kernel_rows "
     "with its names from kernel_names; write rows with nsight_advisor.store.insert_kernels.",
-    _cols(
-        _CAPTURE_ID,
-        _DEVICE_ID,
+    cols(
+        CAPTURE_ID,
+        DEVICE_ID,
         ("context_id", "INTEGER", "CUDA context."),
         ("stream_id", "INTEGER", "CUDA stream."),
         ("pid", "BIGINT", "Process id, decoded from globalPid."),
         ("tid", "BIGINT", "Thread that launched it (from the launching API call with the same correlation id), or NULL."),
         ("correlation_id", "BIGINT", "Links to api_calls.correlation_id of the launching call (same pid)."),
-        *_TIMES,
+        *TIMES,
         ("name", "VARCHAR", "Demangled name exactly as `nsys stats` prints it by default."),
         ("short_name", "VARCHAR", "Base function name without templates or arguments."),
         ("mangled_name", "VARCHAR", "Mangled name when the export has it, else NULL."),
@@ -110,14 +64,14 @@ _NVTX_RANGES = Table(
     "nvtx_ranges",
     "NVTX ranges and marks (NVTX_EVENTS), with text resolved and nesting depth computed. A view: nvtx_rows "
     "with its domain names from nvtx_domains; write rows with nsight_advisor.store.insert_nvtx_ranges.",
-    _cols(
-        _CAPTURE_ID,
+    cols(
+        CAPTURE_ID,
         ("pid", "BIGINT", "Process id, decoded from globalTid."),
         ("tid", "BIGINT", "Thread that opened the range."),
         ("domain", "VARCHAR", "NVTX domain name; 'Default' for the unnamed domain."),
         ("text", "VARCHAR", "Range or mark text."),
-        # An ENUM (the values compare and print as text): a closed vocabulary, stored as one byte per row.
-        # As VARCHAR it cost 1 CPU-second per 5M ranges to write, against 0.3 s (measured, DuckDB 1.5).
+        # An ENUM (the values compare and print as text): a closed vocabulary, stored as one byte per row and
+        # far cheaper to write than VARCHAR (docs/performance.md, "Measurements behind the code").
         ("event_type", "ENUM('push_pop', 'start_end', 'mark')", "push_pop, start_end or mark (an ENUM: compare with text)."),
         ("start_ns", "BIGINT", "Start, ns."),
         ("end_ns", "BIGINT", "End, ns; equal to start_ns for marks."),
@@ -133,8 +87,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "captures",
         "One row per ingested capture file.",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("source_path", "VARCHAR", "Absolute path of the capture as given to ingest."),
             ("source_name", "VARCHAR", "File name of the capture, without folders."),
             ("source_size_bytes", "BIGINT", "Size of the capture file, bytes."),
@@ -152,8 +106,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "capture_missing",
         "What a capture does not contain, and which profiler option would have recorded it.",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("data", "VARCHAR", "Normalized table or data kind that is empty because the capture lacks it (e.g. kernels)."),
             ("reason", "VARCHAR", "Why it is missing, in words (e.g. 'no CUPTI_ACTIVITY_KIND_KERNEL table')."),
             ("capture_option", "VARCHAR", "The profiler option that records it (e.g. 'nsys profile --trace=cuda')."),
@@ -163,8 +117,8 @@ TABLES: tuple[Table, ...] = (
         "capture_deferred",
         "Tables a capture's ingest left out because nothing in that run reads them (analyze's cached store loads "
         "only what its rules read); any command that needs them rebuilds the store in full.",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("data", "VARCHAR", "Normalized table left empty for this capture (e.g. nvtx_ranges)."),
             ("export_rows", "BIGINT", "Rows of the export table it would be read from (e.g. NVTX_EVENTS), or NULL."),
         ),
@@ -172,8 +126,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "ingest_notes",
         "Rows an ingest dropped or repaired, and why (e.g. end < start). Reports show these.",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("data", "VARCHAR", "Normalized table the note is about."),
             ("rows", "BIGINT", "How many rows the note covers."),
             ("note", "VARCHAR", "What was done and why."),
@@ -182,9 +136,9 @@ TABLES: tuple[Table, ...] = (
     Table(
         "gpus",
         "One row per GPU a capture describes. Peak numbers come from a built-in table keyed by GPU name.",
-        _cols(
-            _CAPTURE_ID,
-            _DEVICE_ID,
+        cols(
+            CAPTURE_ID,
+            DEVICE_ID,
             ("name", "VARCHAR", "Marketing name, e.g. 'NVIDIA A100-SXM4-40GB'."),
             ("chip_name", "VARCHAR", "Chip, e.g. GA100, when recorded."),
             ("sm_count", "INTEGER", "Streaming multiprocessors."),
@@ -212,10 +166,10 @@ TABLES: tuple[Table, ...] = (
     _KERNELS,
     Table(
         "kernel_rows",
-        # Names are stored once per capture, not per launch: three ~200-character names written for each of
-        # 1M launches were a third of the ingest's kernel step (3.7 -> 2.5 s, 6.0 -> 4.1 CPU-seconds).
+        # Names are stored once per capture, not per launch: three long names written for every launch dominate
+        # the ingest's kernel step (docs/performance.md, "Measurements behind the code").
         "What the kernels view is made of: one row per kernel execution, its names as ids into kernel_names.",
-        _ids_for_text(_KERNELS.columns, {
+        ids_for_text(_KERNELS.columns, {
             "name": ("name_id", "BIGINT", "kernel_names.name_id of the demangled name, or NULL."),
             "short_name": ("short_name_id", "BIGINT", "kernel_names.name_id of the short name, or NULL."),
             "mangled_name": ("mangled_name_id", "BIGINT", "kernel_names.name_id of the mangled name, or NULL."),
@@ -224,8 +178,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "kernel_names",
         "The kernel names of each capture, once each (kernel_rows refers to them by name_id).",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("name_id", "BIGINT", "Id of the name within its capture (the export's string id for nsys)."),
             ("name", "VARCHAR", "The name."),
         ),
@@ -233,29 +187,29 @@ TABLES: tuple[Table, ...] = (
     Table(
         "api_calls",
         "Host-side CUDA runtime and driver API calls (Nsight Systems CUPTI_ACTIVITY_KIND_RUNTIME).",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("pid", "BIGINT", "Process id, decoded from globalTid."),
             ("tid", "BIGINT", "Thread id, decoded from globalTid."),
             ("correlation_id", "BIGINT", "Links to the GPU rows this call produced (same pid)."),
             ("name", "VARCHAR", "Function name as recorded, with its version suffix (cudaLaunchKernel_v7000)."),
             ("base_name", "VARCHAR", "name without the _vNNNN version suffix (cudaLaunchKernel)."),
             ("kind", "ENUM('runtime', 'driver')", "runtime or driver (an ENUM, like nvtx_ranges.event_type), or NULL."),
-            *_TIMES,
+            *TIMES,
             ("return_value", "BIGINT", "cudaError_t / CUresult returned, or NULL."),
         ),
     ),
     Table(
         "memcpys",
         "Memory copies executed by a GPU's copy engines (CUPTI_ACTIVITY_KIND_MEMCPY).",
-        _cols(
-            _CAPTURE_ID,
-            _DEVICE_ID,
+        cols(
+            CAPTURE_ID,
+            DEVICE_ID,
             ("context_id", "INTEGER", "CUDA context."),
             ("stream_id", "INTEGER", "CUDA stream."),
             ("pid", "BIGINT", "Process id, decoded from globalPid."),
             ("correlation_id", "BIGINT", "Links to the api_calls row that issued it."),
-            *_TIMES,
+            *TIMES,
             ("bytes", "BIGINT", "Bytes copied."),
             ("direction", "VARCHAR", "Copy direction as nsys stats labels it: Host-to-Device, Device-to-Host, Device-to-Device, Host-to-Host, Peer-to-Peer, Unified Host-to-Device, ..."),
             ("src_kind", "VARCHAR", "Source memory kind: pageable, pinned, device, array, managed, device_static, managed_static, unknown."),
@@ -266,14 +220,14 @@ TABLES: tuple[Table, ...] = (
     Table(
         "memsets",
         "Memory sets executed on a GPU (CUPTI_ACTIVITY_KIND_MEMSET).",
-        _cols(
-            _CAPTURE_ID,
-            _DEVICE_ID,
+        cols(
+            CAPTURE_ID,
+            DEVICE_ID,
             ("context_id", "INTEGER", "CUDA context."),
             ("stream_id", "INTEGER", "CUDA stream."),
             ("pid", "BIGINT", "Process id, decoded from globalPid."),
             ("correlation_id", "BIGINT", "Links to the api_calls row that issued it."),
-            *_TIMES,
+            *TIMES,
             ("bytes", "BIGINT", "Bytes set."),
             ("mem_kind", "VARCHAR", "Memory kind, labels as memcpys.src_kind."),
             ("value", "BIGINT", "Byte value written."),
@@ -282,24 +236,24 @@ TABLES: tuple[Table, ...] = (
     Table(
         "syncs",
         "Synchronization intervals recorded by CUPTI (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION).",
-        _cols(
-            _CAPTURE_ID,
-            _DEVICE_ID,
+        cols(
+            CAPTURE_ID,
+            DEVICE_ID,
             ("context_id", "INTEGER", "CUDA context."),
             ("stream_id", "INTEGER", "CUDA stream (for stream syncs)."),
             ("pid", "BIGINT", "Process id, decoded from globalPid."),
             ("correlation_id", "BIGINT", "Links to the synchronizing api_calls row."),
             ("sync_type", "VARCHAR", "event_synchronize, stream_wait_event, stream_synchronize, context_synchronize or unknown."),
-            *_TIMES,
+            *TIMES,
             ("event_id", "BIGINT", "CUDA event the call synchronized on, or NULL."),
         ),
     ),
     _NVTX_RANGES,
     Table(
         "nvtx_rows",
-        # The domain as an id: its name as text on every range cost 1 CPU-second per 5M ranges to write.
+        # The domain as an id: its name as text on every range is the costly part of writing ranges.
         "What the nvtx_ranges view is made of: one row per range or mark, its domain as an id into nvtx_domains.",
-        _ids_for_text(_NVTX_RANGES.columns, {
+        ids_for_text(_NVTX_RANGES.columns, {
             "domain": ("domain_id", "BIGINT", "NVTX domain id (0: the unnamed domain); its name in nvtx_domains."),
         }),
     ),
@@ -307,8 +261,8 @@ TABLES: tuple[Table, ...] = (
         "nvtx_domains",
         "Names of the NVTX domains a capture created (a domain without a row here is 'Default' for id 0, else "
         "'domain N').",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("domain_id", "BIGINT", "NVTX domain id."),
             ("name", "VARCHAR", "Domain name."),
         ),
@@ -316,9 +270,9 @@ TABLES: tuple[Table, ...] = (
     Table(
         "gpu_metrics",
         "GPU metrics sampled by `nsys profile --gpu-metrics-devices` (long form).",
-        _cols(
-            _CAPTURE_ID,
-            _DEVICE_ID,
+        cols(
+            CAPTURE_ID,
+            DEVICE_ID,
             ("ts_ns", "BIGINT", "Sample time, ns on the capture's timeline."),
             ("metric", "VARCHAR", "Metric name as recorded, e.g. 'SM Active', 'Tensor Active', 'DRAM Read Bandwidth'."),
             ("value", "DOUBLE", "Sampled value (a percentage for the throughput metrics)."),
@@ -328,12 +282,12 @@ TABLES: tuple[Table, ...] = (
         "cpu_ops",
         "PyTorch operators on the host (Kineto cat cpu_op): one row per operator call. Only PyTorch profiler "
         "traces fill it; it is most of such a trace's events.",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("pid", "BIGINT", "Process id."),
             ("tid", "BIGINT", "Thread id."),
             ("name", "VARCHAR", "Operator name, e.g. aten::mm or autograd::engine::evaluate_function: MmBackward0."),
-            *_TIMES,
+            *TIMES,
             ("external_id", "BIGINT", "The trace's External id: links the operator to the CUDA API calls and GPU work it issued."),
             ("sequence_number", "BIGINT", "Autograd sequence number (links a forward operator to its backward), or NULL."),
             ("fwd_thread_id", "BIGINT", "Thread of the forward operator, for backward operators, or NULL."),
@@ -343,8 +297,8 @@ TABLES: tuple[Table, ...] = (
         "capture_distributed",
         "Where a capture sits in a distributed job, as the PyTorch profiler recorded it (Kineto distributedInfo); "
         "one row per capture that recorded it.",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("rank", "INTEGER", "Global rank of the process that wrote the trace."),
             ("world_size", "INTEGER", "Processes in the job, or NULL when not recorded."),
             ("backend", "VARCHAR", "Communication backend, e.g. nccl or gloo, or NULL."),
@@ -356,13 +310,13 @@ TABLES: tuple[Table, ...] = (
         "collectives",
         "Collective communication calls with their message metadata (Kineto record_param_comms operators and "
         "NCCL kernels carrying the same arguments).",
-        _cols(
-            _CAPTURE_ID,
+        cols(
+            CAPTURE_ID,
             ("source", "VARCHAR", "Event the row comes from: record_param_comms (host) or kernel (the NCCL kernel)."),
             ("pid", "BIGINT", "Process id (host rows), or NULL."),
             ("tid", "BIGINT", "Thread id (host rows), or NULL."),
             ("device_id", "INTEGER", "GPU (kernel rows), or NULL."),
-            *_TIMES,
+            *TIMES,
             ("collective", "VARCHAR", "Collective name as recorded: allreduce, broadcast, all_to_all, wait, ..."),
             ("dtype", "VARCHAR", "Element type as recorded: Float, Half, BFloat16, Long, Byte, ..."),
             ("in_msg_nelems", "BIGINT", "Elements in the input message."),
@@ -380,9 +334,9 @@ TABLES: tuple[Table, ...] = (
         "kernel_occupancy",
         "Occupancy the profiler estimated for each kernel launch from its configuration (Kineto 'blocks per SM', "
         "'warps per SM', 'est. achieved occupancy %'); joins kernels on capture, device, stream and correlation id.",
-        _cols(
-            _CAPTURE_ID,
-            _DEVICE_ID,
+        cols(
+            CAPTURE_ID,
+            DEVICE_ID,
             ("stream_id", "INTEGER", "CUDA stream."),
             ("correlation_id", "BIGINT", "kernels.correlation_id of the launch."),
             ("start_ns", "BIGINT", "Start of the kernel, ns (with the correlation id, a unique key)."),
@@ -391,63 +345,7 @@ TABLES: tuple[Table, ...] = (
             ("est_achieved_occupancy_pct", "DOUBLE", "Estimated achieved occupancy, 0..100."),
         ),
     ),
-    Table(
-        "ncu_kernels",
-        "One row per kernel profiled by Nsight Compute.",
-        _cols(
-            _CAPTURE_ID,
-            ("kernel_id", "INTEGER", "Index of the profiled kernel within its capture (0-based, in report order)."),
-            ("launch_id", "BIGINT", "Nsight Compute's own ID for the result, when recorded."),
-            ("name", "VARCHAR", "Demangled name."),
-            ("short_name", "VARCHAR", "Base function name."),
-            ("mangled_name", "VARCHAR", "Mangled name, when recorded."),
-            ("grid_x", "INTEGER", "Grid size in blocks, x."),
-            ("grid_y", "INTEGER", "Grid size in blocks, y."),
-            ("grid_z", "INTEGER", "Grid size in blocks, z."),
-            ("block_x", "INTEGER", "Block size in threads, x."),
-            ("block_y", "INTEGER", "Block size in threads, y."),
-            ("block_z", "INTEGER", "Block size in threads, z."),
-            ("blocks", "BIGINT", "Blocks in the grid."),
-            ("threads_per_block", "INTEGER", "Threads per block."),
-            ("registers_per_thread", "INTEGER", "Registers per thread."),
-            ("shared_mem_bytes", "BIGINT", "Static + dynamic shared memory per block, bytes."),
-            ("device_name", "VARCHAR", "GPU name."),
-            ("compute_capability", "VARCHAR", "'major.minor'."),
-            ("sm_count", "INTEGER", "SMs of the GPU."),
-            ("duration_ns", "DOUBLE", "gpu__time_duration.sum, ns."),
-            ("pid", "BIGINT", "Process id, when recorded."),
-            ("stream_id", "BIGINT", "Stream, when recorded."),
-            ("sections", "VARCHAR", "Comma-separated section identifiers present for this kernel."),
-        ),
-    ),
-    Table(
-        "ncu_metrics",
-        "Every metric of every profiled kernel, long form, values in base units.",
-        _cols(
-            _CAPTURE_ID,
-            ("kernel_id", "INTEGER", "ncu_kernels.kernel_id."),
-            ("metric", "VARCHAR", "Metric name, e.g. dram__throughput.avg.pct_of_peak_sustained_elapsed."),
-            ("value", "DOUBLE", "Numeric value in base units (ns, bytes, bytes/s, %, counts); NULL when not numeric."),
-            ("unit", "VARCHAR", "Base unit after conversion: ns, byte, byte/second, %, cycle, ..., or '' for counts."),
-            ("text_value", "VARCHAR", "Value as text when the metric is a string, else NULL."),
-        ),
-    ),
-    Table(
-        "ncu_rule_results",
-        "Nsight Compute's own rule verdicts stored in the report or CSV.",
-        _cols(
-            _CAPTURE_ID,
-            ("kernel_id", "INTEGER", "ncu_kernels.kernel_id."),
-            ("section", "VARCHAR", "Section identifier, e.g. LaunchStats, Occupancy, SpeedOfLight."),
-            ("rule_id", "VARCHAR", "Rule identifier, e.g. LaunchConfiguration, SOLBottleneck."),
-            ("title", "VARCHAR", "Short title of the message, e.g. 'Small Grid'."),
-            ("result_type", "VARCHAR", "ok, info, warning, error or optimization."),
-            ("message", "VARCHAR", "Message text as Nsight Compute wrote it (shown, never rendered as markup)."),
-            ("estimated_speedup_pct", "DOUBLE", "Estimated speedup in percent (2023.2 and newer), or NULL."),
-            ("speedup_type", "VARCHAR", "local or global, or NULL."),
-            ("focus_metrics", "VARCHAR", "Comma-separated focus metric names, or NULL."),
-        ),
-    ),
+    *NCU_TABLES,
 )
 
 
@@ -475,7 +373,7 @@ def _quote(text: str) -> str:
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create every normalized table (if absent) with table and column comments."""
-    # One batch in one transaction: a statement per column comment each committing cost 0.3 s per store.
+    # One batch in one transaction: a commit per column comment makes creating a store slow.
     statements = []
     for table in TABLES:
         if not table.stored:

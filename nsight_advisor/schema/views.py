@@ -100,10 +100,10 @@ def analysis_view_names() -> list[str]:
 
 def views_markdown() -> str:
     """docs/analysis-views.md: every documented view and macro with its columns (regenerate with
-    ``python -m nsight_advisor.schema.views > docs/analysis-views.md``; a test keeps the page current)."""
+    ``python -m tools.gen_docs``; a test keeps the page current)."""
     out = ["# Analysis views", "",
            "Generated from the `@view` blocks of `nsight_advisor/schema/views/*.sql` by "
-           "`python -m nsight_advisor.schema.views > docs/analysis-views.md`; do not edit by hand.", "",
+           "`python -m tools.gen_docs`; do not edit by hand.", "",
            "Rules read these views instead of re-deriving busy time, gaps or classes on their own, and may name "
            "them in `[[requires]]`. [impact.md](impact.md) explains the time accounting they implement.", ""]
     for v in documented_views():

@@ -2,7 +2,7 @@
 -- than the GPU finishes it. One row per kernel name, over the launches that came from a launch API call (kernels
 -- launched inside CUDA graphs are left out: they already avoid per-kernel launch cost).
 -- Only the short name travels through the join and the grouping of a million launches; the full name is looked up
--- per short name at the end (measured on a 1M-kernel store: 0.40 s -> 0.26 s).
+-- per short name at the end.
 with launches as (
     select
         k.device_id,

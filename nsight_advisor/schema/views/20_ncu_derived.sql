@@ -6,72 +6,72 @@
 -- One row per (capture_id, kernel_id) with the metrics the derived views need, pivoted from ncu_metrics.
 -- Each column is the value of the metric named in its FILTER, in base units (% / Hz / bytes / bytes/s / counts),
 -- *_per_cycle columns are per elapsed SMSP cycle, *_peak_per_cycle per SM cycle, NULL when not collected.
-CREATE OR REPLACE VIEW ncu_kernel_inputs AS
-WITH m AS (
-    SELECT capture_id, kernel_id, metric, value
-    FROM ncu_metrics
-    WHERE value IS NOT NULL
+create or replace view ncu_kernel_inputs as
+with m as (
+    select capture_id, kernel_id, metric, value
+    from ncu_metrics
+    where value is not null
 ),
-pivoted AS (
-    SELECT
+pivoted as (
+    select
         capture_id,
         kernel_id,
-        max(value) FILTER (WHERE metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed') AS sm_throughput_pct,
-        max(value) FILTER (WHERE metric = 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed') AS memory_throughput_pct,
-        max(value) FILTER (WHERE metric = 'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed') AS gpu_dram_throughput_pct,
-        max(value) FILTER (WHERE metric = 'dram__throughput.avg.pct_of_peak_sustained_elapsed') AS dram_throughput_alt_pct,
-        max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active') AS achieved_occupancy_pct,
-        max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct') AS theoretical_occupancy_pct,
-        max(value) FILTER (WHERE metric = 'launch__waves_per_multiprocessor') AS waves_per_sm,
-        max(value) FILTER (WHERE metric = 'sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed') AS fma_elapsed_pct,
-        max(value) FILTER (WHERE metric = 'sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active') AS fma_active_pct,
-        max(value) FILTER (WHERE metric = 'sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active') AS fma_inst_active_pct,
-        max(value) FILTER (WHERE metric = 'smsp__cycles_elapsed.avg.per_second') AS smsp_hz,
-        max(value) FILTER (WHERE metric = 'sm__cycles_elapsed.avg.per_second') AS sm_hz,
-        max(value) FILTER (WHERE metric = 'gpc__cycles_elapsed.avg.per_second') AS gpc_hz,
-        max(value) FILTER (WHERE metric = 'smsp__cycles_elapsed.avg') AS smsp_cycles,
-        max(value) FILTER (WHERE metric = 'dram__cycles_elapsed.avg.per_second') AS dram_hz,
-        max(value) FILTER (WHERE metric = 'dram__bytes.sum') AS dram_bytes_sum,
-        max(value) FILTER (WHERE metric = 'dram__bytes_read.sum') AS dram_read_bytes,
-        max(value) FILTER (WHERE metric = 'dram__bytes_write.sum') AS dram_write_bytes,
-        max(value) FILTER (WHERE metric = 'dram__bytes.sum.per_second') AS dram_bytes_per_s,
-        max(value) FILTER (WHERE metric = 'dram__bytes.sum.peak_sustained') AS dram_peak_bytes_per_cycle,
-        max(value) FILTER (WHERE metric = 'sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained') AS ffma_peak_per_cycle,
-        max(value) FILTER (WHERE metric = 'sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained') AS dfma_peak_per_cycle,
-        max(value) FILTER (WHERE metric = 'sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained') AS hfma_peak_per_cycle,
+        max(value) filter (where metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed') as sm_throughput_pct,
+        max(value) filter (where metric = 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed') as memory_throughput_pct,
+        max(value) filter (where metric = 'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed') as gpu_dram_throughput_pct,
+        max(value) filter (where metric = 'dram__throughput.avg.pct_of_peak_sustained_elapsed') as dram_throughput_alt_pct,
+        max(value) filter (where metric = 'sm__warps_active.avg.pct_of_peak_sustained_active') as achieved_occupancy_pct,
+        max(value) filter (where metric = 'sm__maximum_warps_per_active_cycle_pct') as theoretical_occupancy_pct,
+        max(value) filter (where metric = 'launch__waves_per_multiprocessor') as waves_per_sm,
+        max(value) filter (where metric = 'sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed') as fma_elapsed_pct,
+        max(value) filter (where metric = 'sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active') as fma_active_pct,
+        max(value) filter (where metric = 'sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active') as fma_inst_active_pct,
+        max(value) filter (where metric = 'smsp__cycles_elapsed.avg.per_second') as smsp_hz,
+        max(value) filter (where metric = 'sm__cycles_elapsed.avg.per_second') as sm_hz,
+        max(value) filter (where metric = 'gpc__cycles_elapsed.avg.per_second') as gpc_hz,
+        max(value) filter (where metric = 'smsp__cycles_elapsed.avg') as smsp_cycles,
+        max(value) filter (where metric = 'dram__cycles_elapsed.avg.per_second') as dram_hz,
+        max(value) filter (where metric = 'dram__bytes.sum') as dram_bytes_sum,
+        max(value) filter (where metric = 'dram__bytes_read.sum') as dram_read_bytes,
+        max(value) filter (where metric = 'dram__bytes_write.sum') as dram_write_bytes,
+        max(value) filter (where metric = 'dram__bytes.sum.per_second') as dram_bytes_per_s,
+        max(value) filter (where metric = 'dram__bytes.sum.peak_sustained') as dram_peak_bytes_per_cycle,
+        max(value) filter (where metric = 'sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained') as ffma_peak_per_cycle,
+        max(value) filter (where metric = 'sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained') as dfma_peak_per_cycle,
+        max(value) filter (where metric = 'sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained') as hfma_peak_per_cycle,
         -- operation counts: sm__ and smsp__ .sum totals (either spelling), else per-cycle rates (roofline sections)
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_fadd_pred_on.sum', 'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum')) AS fadd,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_fmul_pred_on.sum', 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum')) AS fmul,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_ffma_pred_on.sum', 'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum')) AS ffma,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_fadd2_pred_on.sum', 'smsp__sass_thread_inst_executed_op_fadd2_pred_on.sum')) AS fadd2,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_fmul2_pred_on.sum', 'smsp__sass_thread_inst_executed_op_fmul2_pred_on.sum')) AS fmul2,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_ffma2_pred_on.sum', 'smsp__sass_thread_inst_executed_op_ffma2_pred_on.sum')) AS ffma2,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_dadd_pred_on.sum', 'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum')) AS dadd,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_dmul_pred_on.sum', 'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum')) AS dmul,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_dfma_pred_on.sum', 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum')) AS dfma,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_hadd_pred_on.sum', 'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum')) AS hadd,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_hmul_pred_on.sum', 'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum')) AS hmul,
-        max(value) FILTER (WHERE metric IN ('sm__sass_thread_inst_executed_op_hfma_pred_on.sum', 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum')) AS hfma,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed') AS fadd_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed') AS fmul_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed') AS ffma_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fadd2_pred_on.sum.per_cycle_elapsed') AS fadd2_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_fmul2_pred_on.sum.per_cycle_elapsed') AS fmul2_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_ffma2_pred_on.sum.per_cycle_elapsed') AS ffma2_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed') AS dadd_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed') AS dmul_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed') AS dfma_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed') AS hadd_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed') AS hmul_per_cycle,
-        max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed') AS hfma_per_cycle
-    FROM m
-    GROUP BY capture_id, kernel_id
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_fadd_pred_on.sum', 'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum')) as fadd,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_fmul_pred_on.sum', 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum')) as fmul,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_ffma_pred_on.sum', 'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum')) as ffma,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_fadd2_pred_on.sum', 'smsp__sass_thread_inst_executed_op_fadd2_pred_on.sum')) as fadd2,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_fmul2_pred_on.sum', 'smsp__sass_thread_inst_executed_op_fmul2_pred_on.sum')) as fmul2,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_ffma2_pred_on.sum', 'smsp__sass_thread_inst_executed_op_ffma2_pred_on.sum')) as ffma2,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_dadd_pred_on.sum', 'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum')) as dadd,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_dmul_pred_on.sum', 'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum')) as dmul,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_dfma_pred_on.sum', 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum')) as dfma,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_hadd_pred_on.sum', 'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum')) as hadd,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_hmul_pred_on.sum', 'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum')) as hmul,
+        max(value) filter (where metric in ('sm__sass_thread_inst_executed_op_hfma_pred_on.sum', 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum')) as hfma,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed') as fadd_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed') as fmul_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed') as ffma_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_fadd2_pred_on.sum.per_cycle_elapsed') as fadd2_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_fmul2_pred_on.sum.per_cycle_elapsed') as fmul2_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_ffma2_pred_on.sum.per_cycle_elapsed') as ffma2_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed') as dadd_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed') as dmul_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed') as dfma_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed') as hadd_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed') as hmul_per_cycle,
+        max(value) filter (where metric = 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed') as hfma_per_cycle
+    from m
+    group by capture_id, kernel_id
 ),
 -- Tensor-pipe busy %: the metric names differ by architecture (Turing-Hopper sm__pipe_tensor_cycles_active,
 -- Ada 2025+ ..._v2, Blackwell sm__pipe_tc_cycles_active and subpipes), so take the busiest one present,
 -- preferring % of elapsed cycles over % of active cycles, and on ties the name listed first here.
-tensor_names (metric, elapsed, prio) AS (
-    VALUES
+tensor_names (metric, elapsed, prio) as (
+    values
         ('sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_elapsed', true, 0),
         ('sm__pipe_tensor_cycles_active_v2.avg.pct_of_peak_sustained_elapsed', true, 1),
         ('sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed', true, 2),
@@ -91,98 +91,98 @@ tensor_names (metric, elapsed, prio) AS (
         ('sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active', false, 7),
         ('sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active', false, 8)
 ),
-tensor AS (
-    SELECT m.capture_id, m.kernel_id,
-           first(m.value ORDER BY t.elapsed DESC, m.value DESC, t.prio) AS pct,
-           first(m.metric ORDER BY t.elapsed DESC, m.value DESC, t.prio) AS metric
-    FROM m
-    JOIN tensor_names t USING (metric)
-    GROUP BY m.capture_id, m.kernel_id
+tensor as (
+    select m.capture_id, m.kernel_id,
+           first(m.value order by t.elapsed desc, m.value desc, t.prio) as pct,
+           first(m.metric order by t.elapsed desc, m.value desc, t.prio) as metric
+    from m
+    join tensor_names t using (metric)
+    group by m.capture_id, m.kernel_id
 )
-SELECT
+select
     p.*,
-    t.pct AS tensor_pipe_pct,
-    t.metric AS tensor_pipe_metric
-FROM pivoted p
-LEFT JOIN tensor t USING (capture_id, kernel_id);
+    t.pct as tensor_pipe_pct,
+    t.metric as tensor_pipe_metric
+from pivoted p
+left join tensor t using (capture_id, kernel_id);
 
-CREATE OR REPLACE VIEW ncu_kernel_summary AS
-WITH k AS (
-    SELECT
+create or replace view ncu_kernel_summary as
+with k as (
+    select
         k.capture_id, k.kernel_id, k.name, k.short_name, k.device_name, k.compute_capability, k.sm_count,
         k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.blocks, k.threads_per_block,
         k.registers_per_thread, k.duration_ns,
-        i.*  EXCLUDE (capture_id, kernel_id),
-        coalesce(i.smsp_hz, i.sm_hz, i.gpc_hz) AS sm_clock_hz
-    FROM ncu_kernels k
-    LEFT JOIN ncu_kernel_inputs i USING (capture_id, kernel_id)
+        i.*  exclude (capture_id, kernel_id),
+        coalesce(i.smsp_hz, i.sm_hz, i.gpc_hz) as sm_clock_hz
+    from ncu_kernels k
+    left join ncu_kernel_inputs i using (capture_id, kernel_id)
 ),
-g AS (
-    SELECT capture_id, name,
-           any_value(peak_fp32_flops_per_s) AS datasheet_fp32_flops_per_s,
-           any_value(memory_bandwidth_bytes_per_s) AS datasheet_dram_bytes_per_s
-    FROM gpus
-    GROUP BY capture_id, name
+g as (
+    select capture_id, name,
+           any_value(peak_fp32_flops_per_s) as datasheet_fp32_flops_per_s,
+           any_value(memory_bandwidth_bytes_per_s) as datasheet_dram_bytes_per_s
+    from gpus
+    group by capture_id, name
 ),
-counts AS (
-    SELECT
+counts as (
+    select
         k.*,
         -- elapsed SMSP cycles turn per-cycle rates into counts
-        coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9) AS elapsed_cycles,
+        coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9) as elapsed_cycles,
         coalesce(
             k.fadd + k.fmul + 2 * k.ffma + 2 * coalesce(k.fadd2, 0) + 2 * coalesce(k.fmul2, 0) + 4 * coalesce(k.ffma2, 0),
             (k.fadd_per_cycle + k.fmul_per_cycle + 2 * k.ffma_per_cycle + 2 * coalesce(k.fadd2_per_cycle, 0)
                 + 2 * coalesce(k.fmul2_per_cycle, 0) + 4 * coalesce(k.ffma2_per_cycle, 0))
-                * coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9)) AS flops_fp32,
+                * coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9)) as flops_fp32,
         coalesce(
             k.dadd + k.dmul + 2 * k.dfma,
             (k.dadd_per_cycle + k.dmul_per_cycle + 2 * k.dfma_per_cycle)
-                * coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9)) AS flops_fp64,
+                * coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9)) as flops_fp64,
         coalesce(
             2 * k.hadd + 2 * k.hmul + 4 * k.hfma,
             (2 * k.hadd_per_cycle + 2 * k.hmul_per_cycle + 4 * k.hfma_per_cycle)
-                * coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9)) AS flops_fp16,
+                * coalesce(k.smsp_cycles, k.sm_clock_hz * k.duration_ns * 1e-9)) as flops_fp16,
         coalesce(
             k.dram_bytes_sum,
             k.dram_read_bytes + k.dram_write_bytes,
-            k.dram_bytes_per_s * k.duration_ns * 1e-9) AS dram_bytes,
-        2 * k.ffma_peak_per_cycle * k.sm_clock_hz AS report_peak_fp32_flops_per_s,
-        2 * k.dfma_peak_per_cycle * k.sm_clock_hz AS report_peak_fp64_flops_per_s,
-        4 * k.hfma_peak_per_cycle * k.sm_clock_hz AS report_peak_fp16_flops_per_s,
-        k.dram_peak_bytes_per_cycle * k.dram_hz AS report_peak_dram_bytes_per_s
-    FROM k
+            k.dram_bytes_per_s * k.duration_ns * 1e-9) as dram_bytes,
+        2 * k.ffma_peak_per_cycle * k.sm_clock_hz as report_peak_fp32_flops_per_s,
+        2 * k.dfma_peak_per_cycle * k.sm_clock_hz as report_peak_fp64_flops_per_s,
+        4 * k.hfma_peak_per_cycle * k.sm_clock_hz as report_peak_fp16_flops_per_s,
+        k.dram_peak_bytes_per_cycle * k.dram_hz as report_peak_dram_bytes_per_s
+    from k
 ),
-rates AS (
-    SELECT
+rates as (
+    select
         c.*,
-        c.flops_fp32 / (c.duration_ns * 1e-9) AS flops_fp32_per_s,
-        c.flops_fp64 / (c.duration_ns * 1e-9) AS flops_fp64_per_s,
-        c.flops_fp16 / (c.duration_ns * 1e-9) AS flops_fp16_per_s,
-        coalesce(c.dram_bytes_per_s, c.dram_bytes / (c.duration_ns * 1e-9)) AS achieved_dram_bytes_per_s,
-        CASE
-            WHEN coalesce(c.flops_fp64, 0) > coalesce(c.flops_fp32, 0) AND coalesce(c.flops_fp64, 0) >= coalesce(c.flops_fp16, 0) THEN 'fp64'
-            WHEN coalesce(c.flops_fp16, 0) > coalesce(c.flops_fp32, 0) THEN 'fp16'
-            ELSE 'fp32'
-        END AS dominant_precision,
-        coalesce(c.report_peak_fp32_flops_per_s, g.datasheet_fp32_flops_per_s) AS peak_fp32_flops_per_s,
-        coalesce(c.report_peak_dram_bytes_per_s, g.datasheet_dram_bytes_per_s) AS peak_dram_bytes_per_s,
-        CASE WHEN c.report_peak_fp32_flops_per_s IS NOT NULL THEN 'report'
-             WHEN g.datasheet_fp32_flops_per_s IS NOT NULL THEN 'datasheet' END AS peak_flops_source,
-        CASE WHEN c.report_peak_dram_bytes_per_s IS NOT NULL THEN 'report'
-             WHEN g.datasheet_dram_bytes_per_s IS NOT NULL THEN 'datasheet' END AS peak_dram_source
-    FROM counts c
-    LEFT JOIN g ON g.capture_id = c.capture_id AND g.name IS NOT DISTINCT FROM c.device_name
+        c.flops_fp32 / (c.duration_ns * 1e-9) as flops_fp32_per_s,
+        c.flops_fp64 / (c.duration_ns * 1e-9) as flops_fp64_per_s,
+        c.flops_fp16 / (c.duration_ns * 1e-9) as flops_fp16_per_s,
+        coalesce(c.dram_bytes_per_s, c.dram_bytes / (c.duration_ns * 1e-9)) as achieved_dram_bytes_per_s,
+        case
+            when coalesce(c.flops_fp64, 0) > coalesce(c.flops_fp32, 0) and coalesce(c.flops_fp64, 0) >= coalesce(c.flops_fp16, 0) then 'fp64'
+            when coalesce(c.flops_fp16, 0) > coalesce(c.flops_fp32, 0) then 'fp16'
+            else 'fp32'
+        end as dominant_precision,
+        coalesce(c.report_peak_fp32_flops_per_s, g.datasheet_fp32_flops_per_s) as peak_fp32_flops_per_s,
+        coalesce(c.report_peak_dram_bytes_per_s, g.datasheet_dram_bytes_per_s) as peak_dram_bytes_per_s,
+        case when c.report_peak_fp32_flops_per_s is not null then 'report'
+             when g.datasheet_fp32_flops_per_s is not null then 'datasheet' end as peak_flops_source,
+        case when c.report_peak_dram_bytes_per_s is not null then 'report'
+             when g.datasheet_dram_bytes_per_s is not null then 'datasheet' end as peak_dram_source
+    from counts c
+    left join g on g.capture_id = c.capture_id and g.name is not distinct from c.device_name
 ),
-roof AS (
-    SELECT
+roof as (
+    select
         r.*,
-        CASE r.dominant_precision WHEN 'fp64' THEN r.flops_fp64 WHEN 'fp16' THEN r.flops_fp16 ELSE r.flops_fp32 END AS flops,
-        CASE r.dominant_precision WHEN 'fp64' THEN r.report_peak_fp64_flops_per_s
-                                  WHEN 'fp16' THEN r.report_peak_fp16_flops_per_s
-                                  ELSE r.peak_fp32_flops_per_s END AS peak_flops_per_s
-    FROM rates r
+        case r.dominant_precision when 'fp64' then r.flops_fp64 when 'fp16' then r.flops_fp16 else r.flops_fp32 end as flops,
+        case r.dominant_precision when 'fp64' then r.report_peak_fp64_flops_per_s
+                                  when 'fp16' then r.report_peak_fp16_flops_per_s
+                                  else r.peak_fp32_flops_per_s end as peak_flops_per_s
+    from rates r
 )
-SELECT
+select
     capture_id,                     -- captures.capture_id
     kernel_id,                      -- ncu_kernels.kernel_id
     name,                           -- demangled kernel name
@@ -196,13 +196,13 @@ SELECT
     duration_ns,                    -- gpu__time_duration.sum, ns
     sm_throughput_pct,              -- Compute (SM) throughput, % of peak (sm__throughput.avg.pct_of_peak_sustained_elapsed)
     memory_throughput_pct,          -- Memory throughput, % of peak (gpu__compute_memory_throughput...elapsed): busiest memory unit
-    coalesce(gpu_dram_throughput_pct, dram_throughput_alt_pct) AS dram_throughput_pct,  -- DRAM throughput, % of peak (gpu__dram_throughput, else dram__throughput)
+    coalesce(gpu_dram_throughput_pct, dram_throughput_alt_pct) as dram_throughput_pct,  -- DRAM throughput, % of peak (gpu__dram_throughput, else dram__throughput)
     achieved_occupancy_pct,         -- achieved warps / max warps per SM, % (sm__warps_active.avg.pct_of_peak_sustained_active)
     theoretical_occupancy_pct,      -- occupancy the launch configuration allows, % (sm__maximum_warps_per_active_cycle_pct)
     waves_per_sm,                   -- launch__waves_per_multiprocessor: blocks / (SMs x resident blocks per SM), < 1 means idle SMs
     tensor_pipe_pct,                -- busiest tensor pipe, % of peak (elapsed cycles when recorded, else active cycles)
     tensor_pipe_metric,             -- the metric tensor_pipe_pct came from (its name depends on the architecture)
-    coalesce(fma_elapsed_pct, fma_active_pct, fma_inst_active_pct) AS fma_pipe_pct,  -- FMA (FP32) pipe busy, %
+    coalesce(fma_elapsed_pct, fma_active_pct, fma_inst_active_pct) as fma_pipe_pct,  -- FMA (FP32) pipe busy, %
     sm_clock_hz,                    -- SM clock during profiling, Hz
     flops_fp32,                     -- FP32 FLOPs: fadd + fmul + 2 x ffma (+ Blackwell packed fadd2/fmul2/ffma2), from sass thread-op counters
     flops_fp64,                     -- FP64 FLOPs: dadd + dmul + 2 x dfma
@@ -213,71 +213,71 @@ SELECT
     dominant_precision,             -- precision with the most FLOPs: fp32, fp64 or fp16 (fp32 when none counted)
     dram_bytes,                     -- DRAM bytes read + written (dram__bytes.sum, else read + write, else rate x duration)
     achieved_dram_bytes_per_s,      -- achieved DRAM bandwidth, bytes/s (dram__bytes.sum.per_second)
-    flops / (duration_ns * 1e-9) AS achieved_flops_per_s,  -- FLOP/s of the dominant precision
-    flops / nullif(dram_bytes, 0) AS arithmetic_intensity_flop_per_byte,  -- FLOPs of the dominant precision per DRAM byte
+    flops / (duration_ns * 1e-9) as achieved_flops_per_s,  -- FLOP/s of the dominant precision
+    flops / nullif(dram_bytes, 0) as arithmetic_intensity_flop_per_byte,  -- FLOPs of the dominant precision per DRAM byte
     peak_flops_per_s,               -- peak FLOP/s of the dominant precision at the profiled clock (FP32 falls back to the datasheet)
     peak_flops_source,              -- 'report' (2 x ffma peak per cycle x SM clock) or 'datasheet' (built-in GPU table)
     peak_fp32_flops_per_s,          -- peak FP32 FLOP/s (report when recorded, else datasheet)
-    report_peak_fp64_flops_per_s AS peak_fp64_flops_per_s,  -- peak FP64 FLOP/s at the profiled clock, from the report
+    report_peak_fp64_flops_per_s as peak_fp64_flops_per_s,  -- peak FP64 FLOP/s at the profiled clock, from the report
     peak_dram_bytes_per_s,          -- peak DRAM bandwidth, bytes/s (dram__bytes.sum.peak_sustained x DRAM clock, else datasheet)
     peak_dram_source,               -- 'report' or 'datasheet'
-    100 * (flops / (duration_ns * 1e-9)) / nullif(peak_flops_per_s, 0) AS pct_of_peak_flops,  -- achieved / peak FLOP/s of the dominant precision, %
-    100 * achieved_dram_bytes_per_s / nullif(peak_dram_bytes_per_s, 0) AS pct_of_peak_dram_bandwidth,  -- achieved / peak DRAM bandwidth, %
-    peak_flops_per_s / nullif(peak_dram_bytes_per_s, 0) AS ridge_flop_per_byte,  -- ops:byte ridge point of the GPU: peak FLOP/s / peak bytes/s
-    CASE
-        WHEN flops IS NULL OR dram_bytes IS NULL OR peak_flops_per_s IS NULL OR peak_dram_bytes_per_s IS NULL THEN NULL
-        WHEN dram_bytes = 0 THEN 'compute'
-        WHEN flops / dram_bytes < peak_flops_per_s / peak_dram_bytes_per_s THEN 'memory'
-        ELSE 'compute'
-    END AS roofline_side,           -- side of the ridge the kernel's intensity sits on: 'memory' (left) or 'compute' (right)
-    CASE
-        WHEN sm_throughput_pct IS NULL OR memory_throughput_pct IS NULL THEN NULL
-        WHEN sm_throughput_pct < 60 AND memory_throughput_pct < 60 THEN 'latency'
-        WHEN memory_throughput_pct >= sm_throughput_pct THEN 'memory'
-        ELSE 'compute'
-    END AS bound                    -- from the SOL throughputs as Nsight Compute's bottleneck rule judges them: both < 60 % = 'latency', else the larger one
-FROM roof;
+    100 * (flops / (duration_ns * 1e-9)) / nullif(peak_flops_per_s, 0) as pct_of_peak_flops,  -- achieved / peak FLOP/s of the dominant precision, %
+    100 * achieved_dram_bytes_per_s / nullif(peak_dram_bytes_per_s, 0) as pct_of_peak_dram_bandwidth,  -- achieved / peak DRAM bandwidth, %
+    peak_flops_per_s / nullif(peak_dram_bytes_per_s, 0) as ridge_flop_per_byte,  -- ops:byte ridge point of the GPU: peak FLOP/s / peak bytes/s
+    case
+        when flops is null or dram_bytes is null or peak_flops_per_s is null or peak_dram_bytes_per_s is null then null
+        when dram_bytes = 0 then 'compute'
+        when flops / dram_bytes < peak_flops_per_s / peak_dram_bytes_per_s then 'memory'
+        else 'compute'
+    end as roofline_side,           -- side of the ridge the kernel's intensity sits on: 'memory' (left) or 'compute' (right)
+    case
+        when sm_throughput_pct is null or memory_throughput_pct is null then null
+        when sm_throughput_pct < 60 and memory_throughput_pct < 60 then 'latency'
+        when memory_throughput_pct >= sm_throughput_pct then 'memory'
+        else 'compute'
+    end as bound                    -- from the SOL throughputs as Nsight Compute's bottleneck rule judges them: both < 60 % = 'latency', else the larger one
+from roof;
 
 -- Nsight Compute kernels matched to Nsight Systems timeline kernels of another capture in the same store, by name
 -- (demangled, else short name) and launch configuration (grid and block), with the kernel's share of that timeline.
-CREATE OR REPLACE VIEW ncu_timeline_match AS
-WITH nsys_caps AS (
-    SELECT capture_id FROM captures WHERE tool = 'nsys'
+create or replace view ncu_timeline_match as
+with nsys_caps as (
+    select capture_id from captures where tool = 'nsys'
 ),
-totals AS (
-    SELECT capture_id, sum(duration_ns) AS gpu_kernel_ns
-    FROM kernels
-    WHERE capture_id IN (SELECT capture_id FROM nsys_caps)
-    GROUP BY capture_id
+totals as (
+    select capture_id, sum(duration_ns) as gpu_kernel_ns
+    from kernels
+    where capture_id in (select capture_id from nsys_caps)
+    group by capture_id
 ),
-timeline AS (
+timeline as (
     -- only kernels a report profiled (by name or base name) are grouped: a store without reports costs nothing
-    SELECT capture_id, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z,
-           count(*) AS launches, sum(duration_ns) AS total_ns, median(duration_ns) AS median_ns
-    FROM kernels
-    WHERE capture_id IN (SELECT capture_id FROM nsys_caps)
-      AND (name IN (SELECT name FROM ncu_kernels) OR short_name IN (SELECT short_name FROM ncu_kernels))
-    GROUP BY ALL
+    select capture_id, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+           count(*) as launches, sum(duration_ns) as total_ns, median(duration_ns) as median_ns
+    from kernels
+    where capture_id in (select capture_id from nsys_caps)
+      and (name in (select name from ncu_kernels) or short_name in (select short_name from ncu_kernels))
+    group by all
 ),
-pairs AS (
-    SELECT
-        n.capture_id AS ncu_capture_id, n.kernel_id, n.name AS ncu_name,
-        t.capture_id AS nsys_capture_id, t.name AS timeline_name, t.launches, t.total_ns, t.median_ns,
-        n.duration_ns AS ncu_duration_ns,
-        CASE WHEN n.name = t.name THEN 'name' ELSE 'short_name' END AS matched_by
-    FROM ncu_kernels n
-    JOIN timeline t
-      ON (n.name = t.name OR (n.short_name = t.short_name AND n.short_name IS NOT NULL))
-     AND n.grid_x = t.grid_x AND n.grid_y = t.grid_y AND n.grid_z = t.grid_z
-     AND n.block_x = t.block_x AND n.block_y = t.block_y AND n.block_z = t.block_z
+pairs as (
+    select
+        n.capture_id as ncu_capture_id, n.kernel_id, n.name as ncu_name,
+        t.capture_id as nsys_capture_id, t.name as timeline_name, t.launches, t.total_ns, t.median_ns,
+        n.duration_ns as ncu_duration_ns,
+        case when n.name = t.name then 'name' else 'short_name' end as matched_by
+    from ncu_kernels n
+    join timeline t
+      on (n.name = t.name or (n.short_name = t.short_name and n.short_name is not null))
+     and n.grid_x = t.grid_x and n.grid_y = t.grid_y and n.grid_z = t.grid_z
+     and n.block_x = t.block_x and n.block_y = t.block_y and n.block_z = t.block_z
 ),
-best AS (
+best as (
     -- an exact name match beats a short-name match for the same ncu kernel and timeline
-    SELECT * FROM pairs
-    QUALIFY rank() OVER (PARTITION BY ncu_capture_id, kernel_id, nsys_capture_id
-                         ORDER BY CASE matched_by WHEN 'name' THEN 0 ELSE 1 END) = 1
+    select * from pairs
+    qualify rank() over (partition by ncu_capture_id, kernel_id, nsys_capture_id
+                         order by case matched_by when 'name' then 0 else 1 end) = 1
 )
-SELECT
+select
     b.ncu_capture_id,               -- capture_id of the Nsight Compute capture
     b.kernel_id,                    -- ncu_kernels.kernel_id
     b.ncu_name,                     -- ncu kernel name (demangled)
@@ -288,6 +288,6 @@ SELECT
     b.total_ns,                     -- their summed GPU time, ns
     b.median_ns,                    -- their median duration, ns
     b.ncu_duration_ns,              -- duration of the profiled instance, ns (replayed, clocks locked: compare with care)
-    100.0 * b.total_ns / nullif(t.gpu_kernel_ns, 0) AS timeline_share_pct  -- share of all kernel time in that timeline, %
-FROM best b
-JOIN totals t ON t.capture_id = b.nsys_capture_id
+    100.0 * b.total_ns / nullif(t.gpu_kernel_ns, 0) as timeline_share_pct  -- share of all kernel time in that timeline, %
+from best b
+join totals t on t.capture_id = b.nsys_capture_id
