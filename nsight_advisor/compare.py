@@ -8,20 +8,18 @@ The statistics are in :mod:`nsight_advisor.compare_stats`.
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
 from nsight_advisor.compare_stats import MIN_EFFECT_PCT, median_change, pct_change, same_work_change, total_change
+from nsight_advisor.engine.fingerprint import finding_subject, fingerprint
 
 #: Version of the comparison's JSON shape (docs/reports.md has its changelog).
 COMPARISON_SCHEMA_VERSION = 1
 #: A finding matched on both sides is better or worse when its impact moved by more than this share of the larger
 #: of the two impacts; impacts are estimates and move a little with any timing noise.
 FINDING_CHANGE_FRACTION = 0.10
-#: Leading evidence columns that can name a finding's subject (a kernel, an API, a cause).
-SUBJECT_COLUMNS = 3
 PARTITION_PARTS = ("kernel_ns", "copy_ns", "memset_ns", "idle_ns")
 
 
@@ -73,28 +71,6 @@ def align_configurations(base: dict[str, list[int]], head: dict[str, list[int]])
             if configured:
                 other[key] = [d for k in configured for d in other.pop(k)]
     return base, head
-
-
-def finding_subject(finding: dict) -> list[str]:
-    """What a finding is about: the leading text values of its top evidence row (a kernel, an API, a cause),
-    up to :data:`SUBJECT_COLUMNS`, stopping at the first number (counts, times and ids change between runs)."""
-    rows = finding.get("evidence") or []
-    if not rows:
-        return []
-    subject = []
-    for col in (finding.get("evidence_columns") or list(rows[0]))[:SUBJECT_COLUMNS]:
-        value = rows[0].get(col)
-        if not isinstance(value, str):
-            break
-        subject.append(value)
-    return subject
-
-
-def fingerprint(finding: dict) -> str:
-    """A finding's stable identity: rule id, device and subject (never the numbers in its message)."""
-    device = finding.get("device_id")
-    text = "\x1f".join([finding["rule_id"], "host" if device is None else str(device), *finding_subject(finding)])
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _gpu_models(captures: list[dict]) -> list[str]:

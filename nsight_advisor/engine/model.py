@@ -66,8 +66,11 @@ class Finding:
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
+        from nsight_advisor.engine.fingerprint import fingerprint
+
         out = asdict(self)
         out.pop("internal", None)
+        out["fingerprint"] = fingerprint(out)  # derived, never stored: rule, device and subject
         return out
 
 

@@ -11,6 +11,7 @@ import json
 from importlib import resources
 from typing import Any
 
+from nsight_advisor.engine.fingerprint import FINGERPRINT_KEY
 from nsight_advisor.report.data import fmt_ns, jsonable
 from nsight_advisor.report.markdown import MAX_CHARS, md_code, md_escape
 
@@ -41,7 +42,6 @@ def render_comparison(comparison: dict, fmt: str, analyses: tuple[Any, Any] | No
 #: What a matched finding's status is in SARIF's terms.
 BASELINE_STATES = {"new": "new", "unchanged": "unchanged", "better": "updated", "worse": "updated",
                    "resolved": "absent"}
-FINGERPRINT_KEY = "nsightAdvisorSubject/v1"
 
 
 def render_comparison_sarif(comparison: dict, base: Any, head: Any) -> str:

@@ -1,16 +1,18 @@
 """``--format sarif``: SARIF 2.1.0 for code-scanning tools: one result per finding, every rule in tool.driver.rules.
 
-A finding's location is the capture file (by name, relative: a report never carries the absolute paths of
+A finding's ``partialFingerprints`` is its stable identity (:mod:`nsight_advisor.engine.fingerprint`: rule, device,
+subject; never the numbers of its message), so code scanning keeps one alert per problem across runs. A finding's
+location is the capture file (by name, relative: a report never carries the absolute paths of
 the machine that wrote it). Rules that were skipped or errored are reported as tool execution
 notifications, so CI sees them without treating them as findings.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
+from nsight_advisor.engine.fingerprint import FINGERPRINT_KEY, fingerprint
 from nsight_advisor.report.data import GUIDE_URL, PROJECT_URL, as_dict, clip, jsonable, rank_findings, safe_url
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -86,8 +88,6 @@ def render_sarif(result: Any) -> str:
     for f in findings:
         rid = str(f.get("rule_id") or "unknown")
         uri = _artifact_name(caps.get(f.get("capture_id")), f.get("capture_id"))
-        fingerprint = hashlib.sha256(
-            f"{rid}|{uri}|{f.get('title')}|{f.get('message')}".encode("utf-8", "replace")).hexdigest()[:32]
         evidence = (f.get("evidence") or [])[:EVIDENCE_ROWS]
         results.append({
             "ruleId": rid,
@@ -98,7 +98,7 @@ def render_sarif(result: Any) -> str:
                 "physicalLocation": {"artifactLocation": {"uri": uri}},
                 "message": {"text": _text(f"capture {(caps.get(f.get('capture_id')) or {}).get('source_name') or f.get('capture_id')}", 300)},
             }],
-            "partialFingerprints": {"nsightAdvisorFinding/v1": fingerprint},
+            "partialFingerprints": {FINGERPRINT_KEY: f.get("fingerprint") or fingerprint(f)},
             "properties": {
                 "impact_ns": f.get("impact_ns"),
                 "impact_pct": f.get("impact_pct"),
