@@ -298,8 +298,10 @@ _COMPARE_EXIT_HELP = (
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT", default=None,
               help="Exit 1 when the headline or a kernel's median is significantly slower by more than PCT percent.")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache already holds the captures.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="Config file (default: ./nsight-advisor.toml, else [tool.nsight-advisor] in ./pyproject.toml).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
+def compare(base, head, output, fmt, fail_pct, no_cache, config_path, quiet):
     """Compare two runs: what got slower or faster, whether it is outside the noise, and which findings changed.
 
     BASE, HEAD: one capture each (any format `analyze` reads), or a store (.duckdb).
@@ -316,10 +318,9 @@ def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
     suffix = output.suffix.lower() if output is not None else ""
     fmt = fmt or {".json": "json", ".sarif": "sarif", ".html": "html", ".htm": "html"}.get(suffix, "md")
     workflow.refuse_inputs_as_output(output, [base, head])
-    sides = [cmp.analyze_side([p], use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
-    comparison = cmp.compare_results(sides[0][0], sides[1][0], sides[0][1], sides[1][1],
-                                     base_name=cmp.side_name([base]), head_name=cmp.side_name([head]))
-    text = render_comparison(comparison, fmt, (sides[0][0], sides[1][0]))
+    comparison, analyses = cmp.compare_paths([base], [head], use_cache=not no_cache,
+                                             progress=_progress_enabled(quiet), config_path=config_path)
+    text = render_comparison(comparison, fmt, analyses)
     workflow.write_text_atomic(output if output is not None else Path("-"), text)
     worst = cmp.worst_regression_pct(comparison)
     if fail_pct is not None and worst is not None and worst > fail_pct:

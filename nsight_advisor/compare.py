@@ -225,6 +225,8 @@ def findings(base: dict, head: dict) -> list[dict]:
                 "impact_change_ns": None if ib is None or ih is None else ih - ib,
                 "base_message": fb["message"] if fb else None, "head_message": fh["message"] if fh else None,
                 "base_index": ib_index, "head_index": ih_index,
+                # HEAD's waiver when the finding is in HEAD (a resolved one keeps BASE's, for the record)
+                "waiver": f.get("waiver"),
             })
     order = {"new": 0, "worse": 1, "resolved": 2, "better": 3, "unchanged": 4}
     out.sort(key=lambda f: (order[f["status"]], -max(f["base_impact_ns"] or 0, f["head_impact_ns"] or 0)))
@@ -306,22 +308,50 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
     }
 
 
+def waive_kernels(comparison: dict, waivers) -> None:
+    """Mark each kernel that a ``rule = "regression"`` waiver names (its subject: the kernel's name with or without
+    its launch configuration, or a glob) with that waiver (``kernels[].waiver``); an expired one is marked too,
+    and no longer applies."""
+    from nsight_advisor.engine.waivers import REGRESSION_RULE, subject_matches
+
+    chosen = [w for w in waivers if w.rule.casefold() == REGRESSION_RULE]
+    counts: dict = defaultdict(int)
+    for k in comparison["kernels"]:
+        matching = [w for w in chosen if subject_matches(w.subject, (k["name"], _bare(k["name"])))]
+        w = next((w for w in matching if not w.expired), matching[0] if matching else None)
+        k["waiver"] = w.public() if w is not None else None
+        if w is not None:
+            counts[w] += 1
+    comparison["waivers"] = [w.public(counts[w]) for w in chosen]
+
+
+def _accepted(item: dict) -> bool:
+    return (item.get("waiver") or {}).get("status") == "active"
+
+
 def worst_regression_pct(comparison: dict) -> float | None:
-    """The largest significant slowdown in percent (the headline's or a kernel's median), or None."""
+    """The largest significant slowdown in percent (the headline's or a kernel's median), or None.
+
+    A kernel whose slowdown a waiver accepts does not count; neither does the headline when every significantly
+    slower kernel is accepted (the slowdown is the accepted kernels').
+    """
     worst = []
+    slower = [k for k in comparison["kernels"] if k["status"] == "slower"]
+    open_ = [k for k in slower if not _accepted(k)]
     headline = comparison["verdict"]
-    if headline["significant"] and headline["change_pct"] > 0:
+    if headline["significant"] and headline["change_pct"] > 0 and (open_ or not slower):
         worst.append(headline["change_pct"])
-    worst += [k["median_change_pct"] for k in comparison["kernels"] if k["status"] == "slower"]
+    worst += [k["median_change_pct"] for k in open_]
     return max(worst) if worst else None
 
 
-def analyze_side(paths: Sequence[Path], *, use_cache: bool = True, progress: bool = False):
-    """One side of a comparison: its analysis (an AnalysisResult, reusing the cache as ``analyze`` does) and its
-    per-launch kernel durations."""
+def analyze_side(paths: Sequence[Path], *, use_cache: bool = True, progress: bool = False,
+                 config_path: Path | None = None):
+    """One side of a comparison: its analysis (an AnalysisResult, reusing the cache as ``analyze`` does; waivers
+    from the config applied) and its per-launch kernel durations."""
     from nsight_advisor import workflow
 
-    result = workflow.analyze(paths, use_cache=use_cache, progress=progress)
+    result = workflow.analyze(paths, use_cache=use_cache, progress=progress, config_path=config_path)
     con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
     try:
         durations = kernel_durations(con, ids)
@@ -336,8 +366,13 @@ def side_name(paths: Sequence[Path]) -> str:
 
 
 def compare_paths(base: Sequence[Path], head: Sequence[Path], *, use_cache: bool = True,
-                  progress: bool = False) -> dict:
-    """Analyze both sides and compare them (:func:`compare_results`)."""
-    b = analyze_side(base, use_cache=use_cache, progress=progress)
-    h = analyze_side(head, use_cache=use_cache, progress=progress)
-    return compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head))
+                  progress: bool = False, config_path: Path | None = None) -> tuple[dict, tuple]:
+    """Analyze both sides and compare them (:func:`compare_results`), kernels marked with the config's
+    ``regression`` waivers; returns the comparison and both analyses (SARIF needs them)."""
+    from nsight_advisor.engine.config import find_config
+
+    b = analyze_side(base, use_cache=use_cache, progress=progress, config_path=config_path)
+    h = analyze_side(head, use_cache=use_cache, progress=progress, config_path=config_path)
+    comparison = compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head))
+    waive_kernels(comparison, find_config(config_path).waivers)
+    return comparison, (b[0], h[0])

@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from nsight_advisor.engine.fingerprint import FINGERPRINT_KEY
+from nsight_advisor.engine.waivers import waiver_text
 from nsight_advisor.report.data import fmt_ns, jsonable
 from nsight_advisor.report.markdown import MAX_CHARS, md_code, md_escape
 
@@ -116,6 +117,10 @@ def render_comparison_markdown(comparison: dict) -> str:
     return cut[: cut.rfind("\n")] + note
 
 
+def _waived(waiver: dict | None) -> str:
+    return f"; {md_escape(_clip(waiver_text(waiver), 300))}" if waiver else ""
+
+
 def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
@@ -152,7 +157,7 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
             b, h = k["base"], k["head"]
             out.append(
                 f"| {_cell_code(k['name'], name_chars)} | {k['status']}"
-                f"{' ✱' if k['significant'] else ''} | {b['launches']} → {h['launches']} | "
+                f"{' ✱' if k['significant'] else ''}{_waived(k.get('waiver'))} | {b['launches']} → {h['launches']} | "
                 f"{_ns(b['total_ns'])} → {_ns(h['total_ns'])} | {_pct(k['total_change_pct'])} | "
                 f"{_ns(b['median_ns'])} → {_ns(h['median_ns'])} | {_pct(k['median_change_pct'])} | "
                 f"{_ci(k['ci_low_pct'], k['ci_high_pct']) if k['ci_low_pct'] is not None else md_escape(k['note'])} |")
@@ -180,7 +185,7 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
         for f in c["findings"]:
             gpu = "host" if f["device_id"] is None else f["device_id"]
             subject = ", ".join(f["subject"]) or "–"
-            out.append(f"| {f['status']} | {md_escape(f['rule_id'])} {md_escape(f['rule_name'])} | {gpu} | "
+            out.append(f"| {f['status']}{_waived(f.get('waiver'))} | {md_escape(f['rule_id'])} {md_escape(f['rule_name'])} | {gpu} | "
                        f"{_cell_code(subject, name_chars)} | {_ns(f['base_impact_ns'])} → "
                        f"{_ns(f['head_impact_ns'])} |")
     return "\n".join(out) + "\n"

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from nsight_advisor.engine.waivers import waiver_text
+
 SEVERITY_ORDER = {"error": 2, "warning": 1, "info": 0}
 STATUS_ORDER = {"errored": 0, "skipped": 1, "findings": 2, "clean": 3}
 GUIDE_URL = "https://docs.nvidia.com/deeplearning/performance/index.html"
@@ -275,6 +277,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "threshold": clip(fmt_value(f.get("threshold")), 200),
             "principles": principles[:10],
             "evidence": evidence_table(f, limits),
+            "waiver": clip(waiver_text(f.get("waiver")), limits.text_chars),
         })
 
     outcomes = [o for o in jsonable(data.get("outcomes") or []) if isinstance(o, Mapping)]

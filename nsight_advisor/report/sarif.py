@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from nsight_advisor.engine.fingerprint import FINGERPRINT_KEY, fingerprint
+from nsight_advisor.engine.waivers import waiver_text
 from nsight_advisor.report.data import GUIDE_URL, PROJECT_URL, as_dict, clip, jsonable, rank_findings, safe_url
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -89,7 +90,7 @@ def render_sarif(result: Any) -> str:
         rid = str(f.get("rule_id") or "unknown")
         uri = _artifact_name(caps.get(f.get("capture_id")), f.get("capture_id"))
         evidence = (f.get("evidence") or [])[:EVIDENCE_ROWS]
-        results.append({
+        result = {
             "ruleId": rid,
             "ruleIndex": index[rid],
             "level": LEVELS.get(str(f.get("severity")), "warning"),
@@ -109,7 +110,15 @@ def render_sarif(result: Any) -> str:
                 "evidence": evidence,
                 "evidence_total_rows": max(int(f.get("evidence_total_rows") or 0), len(f.get("evidence") or [])),
             },
-        })
+        }
+        waiver = f.get("waiver")
+        if waiver:
+            result["properties"]["waiver"] = waiver
+        if waiver and waiver.get("status") == "active":
+            # an accepted finding: reported, and marked suppressed in the source of truth outside the log
+            result["suppressions"] = [{"kind": "external", "status": "accepted",
+                                       "justification": _text(waiver_text(waiver), 4000)}]
+        results.append(result)
     notifications = []
     for o in data.get("outcomes") or []:
         status = o.get("status")
