@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from nsight_advisor.compare_iterations import iteration_notes, iteration_verdict, per_iteration, side_iterations
 from nsight_advisor.compare_stats import MIN_EFFECT_PCT, median_change, pct_change, same_work_change, total_change
 from nsight_advisor.engine.fingerprint import finding_subject, fingerprint
 
@@ -290,16 +291,27 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
     fcounts = defaultdict(int)
     for f in fs:
         fcounts[f["status"]] += 1
+    its = per_iteration(side_iterations(bd["captures"]), side_iterations(hd["captures"]))
+    headline = verdict(gpu_time, same_work, launches)
+    notes = comparability(bd, hd, base_kernels, head_kernels) + iteration_notes(its, launches)
+    if its["median_change_pct"] is not None:
+        aside = ("" if headline["change_pct"] is None else
+                 f"; GPU kernel time {headline['measure']} {headline['change_pct']:+.1f}%")
+        headline = iteration_verdict(its, aside)
+        for n in notes:
+            if n["aspect"] == "kernel launches" and n["note"]:
+                n["note"] = n["note"].split(":")[0] + ": the verdict compares wall time per iteration"
     return {
         "schema_version": COMPARISON_SCHEMA_VERSION,
         "tool": bd.get("tool", {}),
         "base": {"name": base_name, "captures": [c.get("source_name") for c in bd["captures"]]},
         "head": {"name": head_name, "captures": [c.get("source_name") for c in hd["captures"]]},
-        "verdict": verdict(gpu_time, same_work, launches),
+        "verdict": headline,
+        "iterations": its,
         "gpu_time": gpu_time,
         "same_work": same_work,
         "min_effect_pct": MIN_EFFECT_PCT,
-        "comparability": comparability(bd, hd, base_kernels, head_kernels),
+        "comparability": notes,
         "partition": partition(bd, hd),
         "kernel_counts": {s: counts[s] for s in ("added", "removed", "slower", "faster", "unchanged")},
         "kernels": ks,

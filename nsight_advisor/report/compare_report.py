@@ -136,6 +136,14 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
            f"{md_escape(c['base']['name'])} → {md_escape(c['head']['name'])}", ""]
     out.append(f"**{md_escape(v['text'])}**")
     out.append("")
+    its = c.get("iterations") or {}
+    if its.get("base") and its.get("head"):
+        b, h = its["base"], its["head"]
+        out.append(f"Wall time per iteration ({md_escape(h['source'])}): median {_ns(b['median_ns'])} → "
+                   f"{_ns(h['median_ns'])} ({_pct(its['median_change_pct'])}, 95% CI "
+                   f"{_ci(its['ci_low_pct'], its['ci_high_pct'])}) over {b['steady']} → {h['steady']} steady "
+                   "iterations.")
+        out.append("")
     differs = [n for n in c["comparability"] if not n["same"]]
     if differs:
         out.append("**Comparability**: " + "; ".join(
