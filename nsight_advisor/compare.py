@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from nsight_advisor.compare_iterations import iteration_notes, iteration_verdict, per_iteration, side_iterations
+from nsight_advisor.compare_why import added_time_ns, explain
 from nsight_advisor.compare_stats import MIN_EFFECT_PCT, median_change, pct_change, same_work_change, total_change
 from nsight_advisor.engine.fingerprint import finding_subject, fingerprint
 
@@ -301,7 +302,7 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
         for n in notes:
             if n["aspect"] == "kernel launches" and n["note"]:
                 n["note"] = n["note"].split(":")[0] + ": the verdict compares wall time per iteration"
-    return {
+    out = {
         "schema_version": COMPARISON_SCHEMA_VERSION,
         "tool": bd.get("tool", {}),
         "base": {"name": base_name, "captures": [c.get("source_name") for c in bd["captures"]]},
@@ -318,6 +319,10 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
         "finding_counts": {s: fcounts[s] for s in ("new", "resolved", "better", "worse", "unchanged")},
         "findings": fs,
     }
+    out["why"] = explain(out, bd, hd, added_time_ns(out))
+    if out["why"]:
+        out["verdict"]["text"] += f"; first explanation: {out['why'][0]['text']}"
+    return out
 
 
 def waive_kernels(comparison: dict, waivers) -> None:

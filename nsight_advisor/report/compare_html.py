@@ -72,4 +72,5 @@ def render_comparison_html(comparison: dict) -> str:
         finding_chips=[(s, c["finding_counts"][s]) for s in ("new", "worse", "resolved", "better")],
         comparability=comparability, min_effect=f"{c['min_effect_pct']:g}", kernels=kernels,
         kernels_left_out=max(0, len(c["kernels"]) - KERNEL_ROWS), partition=partition, findings=findings,
+        why=[clip(w["text"], 400) for w in (c.get("why") or [])[:10]],
     )

@@ -152,6 +152,12 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
     else:
         out.append("**Comparability**: same GPUs, tool version, window length and amount of work.")
     out.append("")
+    if c.get("why"):
+        out.append("### Why")
+        out.append("New or worse findings overlapping the slowdown, the likeliest first:")
+        out.append("")
+        out += [f"{i}. {md_escape(_clip(w['text'], 400))}" for i, w in enumerate(c["why"][:10], 1)]
+        out.append("")
     kc = c["kernel_counts"]
     out.append("### Kernels")
     out.append(", ".join(f"{kc[s]} {s}" for s in ("slower", "faster", "added", "removed", "unchanged"))
