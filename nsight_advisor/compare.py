@@ -8,6 +8,7 @@ The statistics are in :mod:`nsight_advisor.compare_stats`.
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,37 +26,47 @@ FINDING_CHANGE_FRACTION = 0.10
 PARTITION_PARTS = ("kernel_ns", "copy_ns", "memset_ns", "idle_ns")
 
 
-#: A kernel's identity across runs (SQL over kernels or ncu_kernels): the name, and grid and block when the capture
-#: recorded them, as ``name <<<(gx,gy,gz), (bx,by,bz)>>>``.
-_KERNEL_KEY = ("CASE WHEN grid_x IS NULL OR grid_y IS NULL OR grid_z IS NULL OR block_x IS NULL OR block_y IS NULL "
-               "OR block_z IS NULL THEN coalesce(name, '(unnamed)') ELSE coalesce(name, '(unnamed)') || ' <<<(' || "
-               "grid_x || ',' || grid_y || ',' || grid_z || '), (' || block_x || ',' || block_y || ',' || block_z || "
-               "')>>>' END")
+def kernel_key(name: str | None, grid: Sequence, block: Sequence) -> str:
+    """A kernel's identity across runs: its name, with grid and block when the capture recorded all six, as
+    ``name <<<(gx,gy,gz), (bx,by,bz)>>>``."""
+    name = name if name is not None else "(unnamed)"
+    if any(v is None for v in (*grid, *block)):
+        return name
+    return f"{name} <<<({grid[0]},{grid[1]},{grid[2]}), ({block[0]},{block[1]},{block[2]})>>>"
 
 
 def kernel_durations(con, capture_ids: Sequence[int]) -> dict[str, list[int]]:
-    """Per-launch durations (ns) keyed by kernel: its name, with the launch configuration when recorded.
+    """Per-launch durations (ns) keyed by :func:`kernel_key`, each list in ascending order.
 
     From the timeline (``kernels``); a capture without one (a Nsight Compute report or CSV) gives its profiled
-    kernels' durations (``ncu_kernels``), which Nsight Compute measured under replay. Grouped in the database: one
-    row per kernel comes back, not one per launch.
+    kernels' durations (``ncu_kernels``), which Nsight Compute measured under replay. Grouped in the database by the
+    key's columns (building the key's text per launch there cost three times as much at a million launches): one
+    row per kernel and configuration comes back, not one per launch.
     """
     import duckdb
 
     ids = list(capture_ids)
 
-    def grouped(table: str, order: str) -> list[tuple]:
+    def grouped(table: str) -> list[tuple]:
         return con.execute(
-            f"SELECT {_KERNEL_KEY} AS k, list(CAST(round(duration_ns) AS BIGINT) ORDER BY {order}) FROM {table} "
-            "WHERE capture_id IN (SELECT unnest(?)) AND duration_ns IS NOT NULL GROUP BY k", [ids]).fetchall()
+            "SELECT name, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
+            f"list(CAST(round(duration_ns) AS BIGINT) ORDER BY duration_ns) FROM {table} "
+            "WHERE capture_id IN (SELECT unnest(?)) AND duration_ns IS NOT NULL GROUP BY ALL", [ids]).fetchall()
 
-    rows = grouped("kernels", "start_ns")
+    rows = grouped("kernels")
     if not rows:
         try:
-            rows = grouped("ncu_kernels", "capture_id, kernel_id")
+            rows = grouped("ncu_kernels")
         except duckdb.CatalogException:  # a store without Nsight Compute tables
             rows = []
-    return {key: durations for key, durations in rows}
+    out: dict[str, list[int]] = {}
+    for name, gx, gy, gz, bx, by, bz, durations in rows:
+        key = kernel_key(name, (gx, gy, gz), (bx, by, bz))
+        if key in out:  # a partly recorded configuration: one kernel under its name
+            out[key] = sorted(out[key] + durations)
+        else:
+            out[key] = durations
+    return out
 
 
 def _bare(key: str) -> str:
@@ -382,13 +393,38 @@ def side_name(paths: Sequence[Path]) -> str:
     return ", ".join(Path(p).name for p in paths)
 
 
+def _analyze_in_background(paths: Sequence[Path], config_path: Path | None):
+    """HEAD analyzed by ``nsight-advisor analyze`` in a second process while this one analyzes BASE: it leaves its
+    store and result in the shared cache, where :func:`analyze_side` then finds them (docs/performance.md). None
+    on a single usable core, where it would only compete."""
+    import subprocess
+    import sys
+
+    from nsight_advisor.parallel_ingest import usable_cores
+
+    if usable_cores() < 2:
+        return None
+    cmd = [sys.executable, "-m", "nsight_advisor", "analyze", *map(str, paths), "--format", "json", "-o",
+           os.devnull, "--quiet", *(["--config", str(config_path)] if config_path is not None else [])]
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def compare_paths(base: Sequence[Path], head: Sequence[Path], *, use_cache: bool = True,
                   progress: bool = False, config_path: Path | None = None) -> tuple[dict, tuple]:
     """Analyze both sides and compare them (:func:`compare_results`), kernels marked with the config's
     ``regression`` waivers; returns the comparison and both analyses (SARIF needs them)."""
     from nsight_advisor.engine.config import find_config
 
-    b = analyze_side(base, use_cache=use_cache, progress=progress, config_path=config_path)
+    helper = _analyze_in_background(head, config_path) if use_cache else None
+    try:
+        b = analyze_side(base, use_cache=use_cache, progress=progress, config_path=config_path)
+        if helper is not None:
+            helper.wait()
+    finally:
+        if helper is not None and helper.poll() is None:  # BASE failed or the run was interrupted
+            helper.kill()
+            helper.wait()
+    # HEAD's analysis is now in the cache (or, should the helper have failed, made here and its error reported)
     h = analyze_side(head, use_cache=use_cache, progress=progress, config_path=config_path)
     comparison = compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head))
     waive_kernels(comparison, find_config(config_path).waivers)

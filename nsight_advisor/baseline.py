@@ -1,0 +1,46 @@
+"""``analyze HEAD... --baseline BASE``: the usual report of HEAD with the comparison against BASE as a section.
+
+BASE is analyzed with HEAD's settings (rules, config, ``--set``, window), so their findings match by fingerprint;
+the comparison is :func:`nsight_advisor.compare.compare_results`, rendered into the report by
+:func:`nsight_advisor.report.baseline_report.render_with_baseline`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def baseline_comparison(head_result, head_paths: Sequence[Path], base_paths: Sequence[Path], *,
+                        use_cache: bool = True, progress: bool = False, **settings: Any) -> tuple[dict, Any]:
+    """The comparison of BASE (analyzed here with ``settings``, the keyword arguments of
+    :func:`nsight_advisor.workflow.analyze`) against HEAD's ``head_result``; returns it and BASE's analysis."""
+    from nsight_advisor import workflow
+    from nsight_advisor.compare import compare_results, kernel_durations, side_name, waive_kernels
+    from nsight_advisor.compare_sides import expand
+    from nsight_advisor.engine.config import find_config
+
+    base_paths = expand(base_paths, "BASE")
+    base_result = workflow.analyze(base_paths, use_cache=use_cache, progress=progress, **settings)
+    durations = []
+    for paths in (base_paths, head_paths):
+        con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
+        try:
+            durations.append(kernel_durations(con, ids))
+        finally:
+            con.close()
+    comparison = compare_results(base_result, head_result, *durations, base_name=side_name(base_paths),
+                                 head_name=side_name(head_paths))
+    waive_kernels(comparison, find_config(settings.get("config_path")).waivers)
+    return comparison, base_result
+
+
+def write_with_baseline(head_result, head_paths: Sequence[Path], base_paths: Sequence[Path], fmt: str,
+                        output: Path | None, **settings: Any) -> None:
+    """Compare (:func:`baseline_comparison`) and write HEAD's report with the comparison inside, atomically."""
+    from nsight_advisor import workflow
+    from nsight_advisor.report.baseline_report import render_with_baseline
+
+    comparison, base_result = baseline_comparison(head_result, head_paths, base_paths, **settings)
+    text = render_with_baseline(head_result, comparison, base_result, fmt)
+    workflow.write_text_atomic(output if output is not None else Path("-"), text)
