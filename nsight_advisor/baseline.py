@@ -17,20 +17,22 @@ def baseline_comparison(head_result, head_paths: Sequence[Path], base_paths: Seq
     :func:`nsight_advisor.workflow.analyze`) against HEAD's ``head_result``; returns it and BASE's analysis."""
     from nsight_advisor import workflow
     from nsight_advisor.compare import compare_results, kernel_durations, side_name, waive_kernels
+    from nsight_advisor.compare_ncu import ncu_kernel_metrics
     from nsight_advisor.compare_sides import expand
     from nsight_advisor.engine.config import find_config
 
     base_paths = expand(base_paths, "BASE")
     base_result = workflow.analyze(base_paths, use_cache=use_cache, progress=progress, **settings)
-    durations = []
+    durations, metrics = [], []
     for paths in (base_paths, head_paths):
         con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
         try:
             durations.append(kernel_durations(con, ids))
+            metrics.append(ncu_kernel_metrics(con, ids))
         finally:
             con.close()
     comparison = compare_results(base_result, head_result, *durations, base_name=side_name(base_paths),
-                                 head_name=side_name(head_paths))
+                                 head_name=side_name(head_paths), base_ncu=metrics[0], head_ncu=metrics[1])
     waive_kernels(comparison, find_config(settings.get("config_path")).waivers)
     return comparison, base_result
 

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from nsight_advisor.compare_iterations import iteration_notes, iteration_verdict, per_iteration, side_iterations
+from nsight_advisor.compare_ncu import ncu_deltas, ncu_kernel_metrics
 from nsight_advisor.compare_why import added_time_ns, explain
 from nsight_advisor.compare_stats import MIN_EFFECT_PCT, median_change, pct_change, same_work_change, total_change
 from nsight_advisor.engine.fingerprint import finding_subject, fingerprint
 
 #: Version of the comparison's JSON shape (docs/reports.md has its changelog).
-COMPARISON_SCHEMA_VERSION = 1
+COMPARISON_SCHEMA_VERSION = 2
 #: A finding matched on both sides is better or worse when its impact moved by more than this share of the larger
 #: of the two impacts; impacts are estimates and move a little with any timing noise.
 FINDING_CHANGE_FRACTION = 0.10
@@ -284,7 +285,8 @@ def verdict(gpu_time: dict, same_work: dict, launches: tuple[int, int]) -> dict:
 
 
 def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels: dict[str, list[int]],
-                    *, base_name: str = "BASE", head_name: str = "HEAD") -> dict:
+                    *, base_name: str = "BASE", head_name: str = "HEAD", base_ncu: dict | None = None,
+                    head_ncu: dict | None = None) -> dict:
     """The comparison of two analyses (AnalysisResult or its ``to_dict()``) and their per-launch kernel durations
     (as :func:`kernel_durations` returns them), as one JSON-ready dict."""
     bd = base if isinstance(base, dict) else base.to_dict()
@@ -330,6 +332,7 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
         "finding_counts": {s: fcounts[s] for s in ("new", "resolved", "better", "worse", "unchanged")},
         "findings": fs,
     }
+    out["ncu_kernels"] = ncu_deltas(base_ncu, head_ncu) if base_ncu and head_ncu else []
     out["why"] = explain(out, bd, hd, added_time_ns(out))
     if out["why"]:
         out["verdict"]["text"] += f"; first explanation: {out['why'][0]['text']}"
@@ -376,16 +379,15 @@ def worst_regression_pct(comparison: dict) -> float | None:
 def analyze_side(paths: Sequence[Path], *, use_cache: bool = True, progress: bool = False,
                  config_path: Path | None = None):
     """One side of a comparison: its analysis (an AnalysisResult, reusing the cache as ``analyze`` does; waivers
-    from the config applied) and its per-launch kernel durations."""
+    from the config applied), its per-launch kernel durations and its Nsight Compute kernels' metrics."""
     from nsight_advisor import workflow
 
     result = workflow.analyze(paths, use_cache=use_cache, progress=progress, config_path=config_path)
     con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
     try:
-        durations = kernel_durations(con, ids)
+        return result, kernel_durations(con, ids), ncu_kernel_metrics(con, ids)
     finally:
         con.close()
-    return result, durations
 
 
 def side_name(paths: Sequence[Path]) -> str:
@@ -426,6 +428,7 @@ def compare_paths(base: Sequence[Path], head: Sequence[Path], *, use_cache: bool
             helper.wait()
     # HEAD's analysis is now in the cache (or, should the helper have failed, made here and its error reported)
     h = analyze_side(head, use_cache=use_cache, progress=progress, config_path=config_path)
-    comparison = compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head))
+    comparison = compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head),
+                                 base_ncu=b[2], head_ncu=h[2])
     waive_kernels(comparison, find_config(config_path).waivers)
     return comparison, (b[0], h[0])

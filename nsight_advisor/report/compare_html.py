@@ -73,4 +73,7 @@ def render_comparison_html(comparison: dict) -> str:
         comparability=comparability, min_effect=f"{c['min_effect_pct']:g}", kernels=kernels,
         kernels_left_out=max(0, len(c["kernels"]) - KERNEL_ROWS), partition=partition, findings=findings,
         why=[clip(w["text"], 400) for w in (c.get("why") or [])[:10]],
+        ncu=[{"name": clip(k["name"], NAME_CHARS), "duration": _pct(k["duration_change_pct"]),
+              "explains": clip("; ".join(k["explains"]) or "no metric moved beyond the thresholds", 600)}
+             for k in (c.get("ncu_kernels") or [])[:KERNEL_ROWS]],
     )

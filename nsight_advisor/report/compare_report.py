@@ -178,6 +178,15 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
         if len(c["kernels"]) > len(shown):
             out.append(f"\n{len(c['kernels']) - len(shown)} more kernels in `--format json`.")
         out.append("")
+    if c.get("ncu_kernels"):
+        out.append("### Nsight Compute metrics")
+        out.append("Kernels profiled on both sides; what moved with their duration:")
+        out.append("")
+        for k in c["ncu_kernels"][:kernel_rows]:
+            moved = "; ".join(k["explains"]) or "no metric moved beyond the thresholds"
+            out.append(f"- {_cell_code(k['name'], name_chars)}: duration {_pct(k['duration_change_pct'])}: "
+                       f"{md_escape(_clip(moved, 600))}")
+        out.append("")
     out.append("### Time partition")
     for dev in c["partition"]:
         out.append(f"\nCapture {dev['capture_index'] + 1}, GPU {dev['device_id']}:\n")
