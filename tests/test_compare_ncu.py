@@ -45,7 +45,6 @@ def ladder(tmp_path_factory):
 
 
 def test_ladder_rung_to_rung(ladder) -> None:
-    from nsight_advisor.compare import kernel_key  # noqa: F401 - the keys below are its output
     from nsight_advisor.compare_ncu import metric_deltas
 
     metrics, raw = ladder
