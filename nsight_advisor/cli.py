@@ -317,8 +317,8 @@ _COMPARE_EXIT_HELP = (
 def compare(sides, base, head, output, fmt, fail_pct, no_cache, config_path, quiet):
     """Compare two runs: what got slower or faster, whether it is outside the noise, and which findings changed.
 
-    SIDES: BASE HEAD, each a capture (any format `analyze` reads) or a directory of captures (the ranks of a run);
-    or give each side with repeated --base and --head.
+    SIDES: BASE HEAD, each a capture (any format `analyze` reads), a store (.duckdb) or a directory of captures
+    (the ranks of a run); or give each side with repeated --base and --head.
 
     \b
     Examples:

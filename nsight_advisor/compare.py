@@ -8,7 +8,6 @@ The statistics are in :mod:`nsight_advisor.compare_stats`.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -396,9 +395,9 @@ def side_name(paths: Sequence[Path]) -> str:
 
 
 def _analyze_in_background(paths: Sequence[Path], config_path: Path | None):
-    """HEAD analyzed by ``nsight-advisor analyze`` in a second process while this one analyzes BASE: it leaves its
-    store and result in the shared cache, where :func:`analyze_side` then finds them (docs/performance.md). None
-    on a single usable core, where it would only compete."""
+    """HEAD analyzed in a second process (:func:`nsight_advisor.compare_sides.main`: the analysis only, no report)
+    while this one analyzes BASE: it leaves its store and result in the shared cache, where :func:`analyze_side`
+    then finds them (docs/performance.md). None on a single usable core, where it would only compete."""
     import subprocess
     import sys
 
@@ -406,8 +405,8 @@ def _analyze_in_background(paths: Sequence[Path], config_path: Path | None):
 
     if usable_cores() < 2:
         return None
-    cmd = [sys.executable, "-m", "nsight_advisor", "analyze", *map(str, paths), "--format", "json", "-o",
-           os.devnull, "--quiet", *(["--config", str(config_path)] if config_path is not None else [])]
+    cmd = [sys.executable, "-m", "nsight_advisor.compare_sides", *(["--config", str(config_path)] if config_path
+                                                                  is not None else []), "--", *map(str, paths)]
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

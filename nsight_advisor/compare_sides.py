@@ -42,3 +42,26 @@ def resolve_sides(positional: Sequence[Path], base: Sequence[Path], head: Sequen
     if not base or not head:
         raise InputError("missing a side: give BASE HEAD, or at least one --base and one --head")
     return expand(base, "BASE"), expand(head, "HEAD")
+
+
+def main(argv: list[str]) -> int:
+    """``python -m nsight_advisor.compare_sides [--config FILE] -- CAPTURE...``: analyze one side into the cache and
+    write nothing else; the comparing process picks the result up (its own errors are reported there). Exit 0,
+    else 2."""
+    from nsight_advisor import workflow
+
+    config = None
+    if argv[:1] == ["--config"]:
+        config, argv = Path(argv[1]), argv[2:]
+    paths = [Path(p) for p in argv[1:]] if argv[:1] == ["--"] else [Path(p) for p in argv]
+    try:
+        workflow.analyze(paths, config_path=config)
+    except Exception:  # noqa: BLE001 - the comparing process analyzes this side again and reports the error
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
