@@ -12,9 +12,11 @@ from typing import Any, Sequence
 
 
 def baseline_comparison(head_result, head_paths: Sequence[Path], base_paths: Sequence[Path], *,
-                        use_cache: bool = True, progress: bool = False, **settings: Any) -> tuple[dict, Any]:
+                        use_cache: bool = True, progress: bool = False, head_store: Path | None = None,
+                        **settings: Any) -> tuple[dict, Any]:
     """The comparison of BASE (analyzed here with ``settings``, the keyword arguments of
-    :func:`nsight_advisor.workflow.analyze`) against HEAD's ``head_result``; returns it and BASE's analysis."""
+    :func:`nsight_advisor.workflow.analyze`; in the cache, never in HEAD's ``--store``) against HEAD's
+    ``head_result`` (whose store is ``head_store`` when one was given); returns it and BASE's analysis."""
     from nsight_advisor import workflow
     from nsight_advisor.compare import compare_results, kernel_durations, side_name, waive_kernels
     from nsight_advisor.compare_ncu import ncu_kernel_metrics
@@ -24,8 +26,9 @@ def baseline_comparison(head_result, head_paths: Sequence[Path], base_paths: Seq
     base_paths = expand(base_paths, "BASE")
     base_result = workflow.analyze(base_paths, use_cache=use_cache, progress=progress, **settings)
     durations, metrics = [], []
-    for paths in (base_paths, head_paths):
-        con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
+    for paths, store in ((base_paths, None), (head_paths, head_store)):
+        # the analyses above just built (or reused) these stores: read them as they are, even with use_cache off
+        con, ids = workflow.load(paths, store_path=store, progress=progress, for_rules=True)
         try:
             durations.append(kernel_durations(con, ids))
             metrics.append(ncu_kernel_metrics(con, ids))

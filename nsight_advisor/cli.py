@@ -282,7 +282,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     if baseline:
         from nsight_advisor.baseline import write_with_baseline
 
-        write_with_baseline(result, captures, baseline, fmt, output, use_cache=not no_cache,
+        write_with_baseline(result, captures, baseline, fmt, output, use_cache=not no_cache, head_store=store_path,
                             progress=_progress_enabled(quiet), rules_dirs=rules_dirs, config_path=config_path,
                             overrides=overrides, select=select, ignore=ignore, window=window, gpu=gpu_model)
     else:

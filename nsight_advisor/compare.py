@@ -382,7 +382,8 @@ def analyze_side(paths: Sequence[Path], *, use_cache: bool = True, progress: boo
     from nsight_advisor import workflow
 
     result = workflow.analyze(paths, use_cache=use_cache, progress=progress, config_path=config_path)
-    con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
+    # the analysis just built (or reused) the store: read it as it is, even with use_cache off
+    con, ids = workflow.load(paths, progress=progress, for_rules=True)
     try:
         return result, kernel_durations(con, ids), ncu_kernel_metrics(con, ids)
     finally:

@@ -94,3 +94,19 @@ def test_analyze_with_baseline_holds_the_comparison(tmp_path: Path) -> None:
     # --fail-on still judges HEAD's findings
     assert _cli("analyze", str(AFTER), "--baseline", str(BEFORE), "--fail-on", "error", "--format", "json",
                 cwd=tmp_path).returncode == 1
+
+
+def test_baseline_with_store_and_no_cache(tmp_path: Path) -> None:
+    _need(BEFORE, AFTER)
+    store = tmp_path / "head.duckdb"
+    proc = _cli("analyze", str(AFTER), "--store", str(store), "--baseline", str(BEFORE), "--no-cache", "--format",
+                "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = validate_json_contract(proc.stdout)
+    assert doc["comparison"]["base"]["captures"] == [BEFORE.name]
+    assert doc["comparison"]["iterations"]["head"]["count"] == 15
+    # HEAD was read from its --store; only BASE went to the cache, never into HEAD's store
+    assert len(list((tmp_path / "cache").glob("*.duckdb"))) == 1
+    from nsight_advisor.workflow import query
+
+    assert json.loads(query(store, "SELECT count(*) AS n FROM captures", "json"))[0]["n"] == 1
