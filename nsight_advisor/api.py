@@ -210,13 +210,19 @@ class Analysis:
 
     def compare(self, other: Analysis) -> dict:
         """Compare this run (the base) with ``other`` (the head): comparability, time per iteration, partition,
-        kernel and finding changes with their noise intervals; the dict ``compare --format json`` prints."""
+        kernel and finding changes with their noise intervals, Nsight Compute metric deltas, this run's config
+        ``regression`` waivers applied; the dict ``compare --format json`` prints."""
         from nsight_advisor import compare as cmp
+        from nsight_advisor.engine.config import find_config
 
         if not isinstance(other, Analysis):
             raise TypeError("compare: pass another nsight_advisor.open(...) analysis")
-        return cmp.compare_results(self.result, other.result, self._durations(), other._durations(),
-                                   base_name=cmp.side_name(self.paths), head_name=cmp.side_name(other.paths))
+        (base_durations, base_ncu), (head_durations, head_ncu) = self._kernel_data(), other._kernel_data()
+        comparison = cmp.compare_results(self.result, other.result, base_durations, head_durations,
+                                         base_name=cmp.side_name(self.paths), head_name=cmp.side_name(other.paths),
+                                         base_ncu=base_ncu, head_ncu=head_ncu)
+        cmp.waive_kernels(comparison, find_config(self.settings.get("config_path")).waivers)
+        return comparison
 
     def compare_report(self, other: Analysis, format: str = "md", path: str | Path | None = None) -> str:
         """The comparison with ``other`` (:meth:`compare`) as ``format`` (md, json, html or sarif), written to
@@ -227,13 +233,32 @@ class Analysis:
             workflow.write_text_atomic(Path(path), text)
         return text
 
-    def _durations(self) -> dict[str, list[int]]:
-        from nsight_advisor import compare as cmp
+    def report_with_baseline(self, baseline: Sequence[str | Path], format: str = "html",
+                             path: str | Path | None = None) -> str:
+        """This run's report with its comparison against ``baseline`` (captures or directories of ranks, analyzed
+        with this run's settings) as a section: ``analyze HEAD --baseline BASE``. Written to ``path`` too when
+        given (``"-"`` is stdout). Returns the text."""
+        from nsight_advisor.baseline import baseline_comparison
+        from nsight_advisor.report.baseline_report import render_with_baseline
 
+        base_paths = [Path(p) for p in baseline]
+        comparison, base_result = baseline_comparison(self.result, self.paths, base_paths, use_cache=self.use_cache,
+                                                      progress=self.progress, head_store=self.store, **self.settings)
+        text = render_with_baseline(self.result, comparison, base_result, format)
+        if path is not None:
+            workflow.write_text_atomic(Path(path), text)
+        return text
+
+    def _kernel_data(self) -> tuple[dict[str, list[int]], dict]:
+        """Per-launch kernel durations and the Nsight Compute kernels' metrics, read from this run's store."""
+        from nsight_advisor import compare as cmp
+        from nsight_advisor.compare_ncu import ncu_kernel_metrics
+
+        self.result  # the analysis builds (or reuses) the store read below
         con, ids = workflow.load(self.paths, store_path=self.store, use_cache=self.use_cache,
                                  progress=self.progress, for_rules=True)
         try:
-            return cmp.kernel_durations(con, ids)
+            return cmp.kernel_durations(con, ids), ncu_kernel_metrics(con, ids)
         finally:
             con.close()
 
@@ -241,13 +266,28 @@ class Analysis:
         return self.findings()._repr_html_()
 
 
-def comparison_report(comparison: dict, format: str, base: Analysis, head: Analysis) -> str:
-    """``comparison`` (from :meth:`Analysis.compare`) rendered as md, json, html or sarif."""
+def compare_paths(base: Sequence[str | Path], head: Sequence[str | Path], *, use_cache: bool = True,
+                  progress: bool = False, config: str | Path | None = None) -> tuple[dict, tuple]:
+    """``compare``: analyze each side (one or more captures, or directories of ranks) and compare them; returns
+    the comparison and both sides' analyses (AnalysisResult), which :func:`comparison_report` renders. HEAD is
+    analyzed in a second process while BASE is analyzed here, when the cache is on and two cores are usable."""
+    from nsight_advisor import compare as cmp
+    from nsight_advisor.compare_sides import expand
+
+    return cmp.compare_paths(expand([Path(p) for p in base], "BASE"), expand([Path(p) for p in head], "HEAD"),
+                             use_cache=use_cache, progress=progress,
+                             config_path=Path(config) if config is not None else None)
+
+
+def comparison_report(comparison: dict, format: str, base: Any, head: Any) -> str:
+    """``comparison`` (from :meth:`Analysis.compare` or :func:`compare_paths`) rendered as md, json, html or sarif;
+    ``base`` and ``head`` are the two analyses (Analysis or AnalysisResult)."""
     from nsight_advisor.report.compare_report import render_comparison
 
     if format not in ("md", "json", "html", "sarif"):
         raise InputError(f"compare: unknown format {format!r}; use md, json, html or sarif")
-    return render_comparison(comparison, format, (base.result, head.result))
+    sides = tuple(side.result if isinstance(side, Analysis) else side for side in (base, head))
+    return render_comparison(comparison, format, sides)
 
 
 def worst_regression_pct(comparison: dict) -> float | None:

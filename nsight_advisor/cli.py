@@ -239,9 +239,12 @@ def _progress_enabled(quiet: bool) -> bool:
 @click.option("--gpu", "gpu_model", metavar="MODEL", default=None,
               help="GPU model for captures that do not name their GPU (e.g. 'H100 SXM', 'A100 80GB SXM4', 'V100 "
                    "SXM2'); fills only what the capture leaves unknown. Also [gpu] model in the config.")
+@click.option("--baseline", "baseline", multiple=True, type=click.Path(path_type=Path),
+              help="Compare with this run (a capture or a directory of them; repeatable): the report gains a "
+                   "section with what `compare BASELINE CAPTURES` says.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, select, ignore, store_path,
-            no_cache, window, gpu_model, quiet):
+            no_cache, window, gpu_model, baseline, quiet):
     """Analyze captures and write a report of ranked findings.
 
     CAPTURES: Nsight Systems exports (.sqlite) or reports (.nsys-rep), Nsight Compute reports (.ncu-rep) or CSV
@@ -259,7 +262,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     from nsight_advisor import api, workflow
 
     fmt = fmt or workflow.format_from_suffix(output)
-    workflow.refuse_inputs_as_output(output, [*captures, store_path])
+    workflow.refuse_inputs_as_output(output, [*captures, store_path, *baseline])
     run = api.open(
         *captures,
         store=store_path,
@@ -274,7 +277,10 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
         progress=_progress_enabled(quiet),
     )
     result = run.result
-    workflow.write_report(result, fmt, output)
+    if baseline:
+        run.report_with_baseline(baseline, fmt, output if output is not None else "-")
+    else:
+        workflow.write_report(result, fmt, output)
     if output is not None and str(output) != "-" and Path(output).is_file():  # not a pipe or /dev/stdout
         click.echo(run.summary_line(output))
     if fail_on is not None and workflow.reaches(result, fail_on):
@@ -290,34 +296,43 @@ _COMPARE_EXIT_HELP = (
 
 
 @main.command(epilog=_COMPARE_EXIT_HELP)
-@click.argument("base", type=click.Path(path_type=Path))
-@click.argument("head", type=click.Path(path_type=Path))
+@click.argument("sides", nargs=-1, metavar="BASE HEAD", type=click.Path(path_type=Path))
+@click.option("--base", "base", multiple=True, type=click.Path(path_type=Path),
+              help="A BASE capture or a directory of them (repeatable; instead of the two arguments).")
+@click.option("--head", "head", multiple=True, type=click.Path(path_type=Path),
+              help="A HEAD capture or a directory of them (repeatable).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the comparison here (default: stdout).")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "sarif", "html"]), default=None,
               help="Output format (default: from the -o suffix, .json, .sarif or .html, else md).")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT", default=None,
               help="Exit 1 when the headline or a kernel's median is significantly slower by more than PCT percent.")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache already holds the captures.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path),
+              help="Config file (default: ./nsight-advisor.toml, else [tool.nsight-advisor] in ./pyproject.toml).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
+def compare(sides, base, head, output, fmt, fail_pct, no_cache, config_path, quiet):
     """Compare two runs: what got slower or faster, whether it is outside the noise, and which findings changed.
 
-    BASE, HEAD: one capture each (any format `analyze` reads), or a store (.duckdb).
+    SIDES: BASE HEAD, each a capture (any format `analyze` reads), a store (.duckdb) or a directory of captures
+    (the ranks of a run); or give each side with repeated --base and --head.
 
     \b
     Examples:
       nsight-advisor compare before.sqlite after.sqlite -o compare.md
       nsight-advisor compare before.sqlite after.sqlite --format json --fail-on-regression 5
+      nsight-advisor compare --base main/rank0.sqlite --base main/rank1.sqlite --head pr/ -o compare.html
     """
     from nsight_advisor import api
     from nsight_advisor import workflow
+    from nsight_advisor.compare_sides import resolve_sides
 
+    base, head = resolve_sides(sides, base, head)
     suffix = output.suffix.lower() if output is not None else ""
     fmt = fmt or {".json": "json", ".sarif": "sarif", ".html": "html", ".htm": "html"}.get(suffix, "md")
-    workflow.refuse_inputs_as_output(output, [base, head])
-    sides = [api.open(p, use_cache=not no_cache, progress=_progress_enabled(quiet)) for p in (base, head)]
-    comparison = sides[0].compare(sides[1])
-    text = api.comparison_report(comparison, fmt, sides[0], sides[1])
+    workflow.refuse_inputs_as_output(output, [*base, *head])
+    comparison, results = api.compare_paths(base, head, use_cache=not no_cache, progress=_progress_enabled(quiet),
+                                            config=config_path)
+    text = api.comparison_report(comparison, fmt, *results)
     workflow.write_text_atomic(output if output is not None else Path("-"), text)
     worst = api.worst_regression_pct(comparison)
     if fail_pct is not None and worst is not None and worst > fail_pct:

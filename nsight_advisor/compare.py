@@ -8,54 +8,65 @@ The statistics are in :mod:`nsight_advisor.compare_stats`.
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from nsight_advisor.compare_iterations import iteration_notes, iteration_verdict, per_iteration, side_iterations
+from nsight_advisor.compare_ncu import ncu_deltas, ncu_kernel_metrics
+from nsight_advisor.compare_why import added_time_ns, explain
 from nsight_advisor.compare_stats import MIN_EFFECT_PCT, median_change, pct_change, same_work_change, total_change
+from nsight_advisor.fingerprint import finding_subject, fingerprint
 
 #: Version of the comparison's JSON shape (docs/reports.md has its changelog).
-COMPARISON_SCHEMA_VERSION = 1
+COMPARISON_SCHEMA_VERSION = 2
 #: A finding matched on both sides is better or worse when its impact moved by more than this share of the larger
 #: of the two impacts; impacts are estimates and move a little with any timing noise.
 FINDING_CHANGE_FRACTION = 0.10
-#: Leading evidence columns that can name a finding's subject (a kernel, an API, a cause).
-SUBJECT_COLUMNS = 3
 PARTITION_PARTS = ("kernel_ns", "comm_ns", "copy_ns", "memset_ns", "idle_ns")
 
 
-#: A kernel's identity across runs (SQL over kernels or ncu_kernels): the name, and grid and block when the capture
-#: recorded them, as ``name <<<(gx,gy,gz), (bx,by,bz)>>>``.
-_KERNEL_KEY = ("CASE WHEN grid_x IS NULL OR grid_y IS NULL OR grid_z IS NULL OR block_x IS NULL OR block_y IS NULL "
-               "OR block_z IS NULL THEN coalesce(name, '(unnamed)') ELSE coalesce(name, '(unnamed)') || ' <<<(' || "
-               "grid_x || ',' || grid_y || ',' || grid_z || '), (' || block_x || ',' || block_y || ',' || block_z || "
-               "')>>>' END")
+def kernel_key(name: str | None, grid: Sequence, block: Sequence) -> str:
+    """A kernel's identity across runs: its name, with grid and block when the capture recorded all six, as
+    ``name <<<(gx,gy,gz), (bx,by,bz)>>>``."""
+    name = name if name is not None else "(unnamed)"
+    if any(v is None for v in (*grid, *block)):
+        return name
+    return f"{name} <<<({grid[0]},{grid[1]},{grid[2]}), ({block[0]},{block[1]},{block[2]})>>>"
 
 
 def kernel_durations(con, capture_ids: Sequence[int]) -> dict[str, list[int]]:
-    """Per-launch durations (ns) keyed by kernel: its name, with the launch configuration when recorded.
+    """Per-launch durations (ns) keyed by :func:`kernel_key`, each list in ascending order.
 
     From the timeline (``kernels``); a capture without one (a Nsight Compute report or CSV) gives its profiled
-    kernels' durations (``ncu_kernels``), which Nsight Compute measured under replay. Grouped in the database: one
-    row per kernel comes back, not one per launch.
+    kernels' durations (``ncu_kernels``), which Nsight Compute measured under replay. Grouped in the database by the
+    key's columns (building the key's text per launch there cost three times as much at a million launches): one
+    row per kernel and configuration comes back, not one per launch.
     """
     import duckdb
 
     ids = list(capture_ids)
 
-    def grouped(table: str, order: str) -> list[tuple]:
+    def grouped(table: str) -> list[tuple]:
         return con.execute(
-            f"SELECT {_KERNEL_KEY} AS k, list(CAST(round(duration_ns) AS BIGINT) ORDER BY {order}) FROM {table} "
-            "WHERE capture_id IN (SELECT unnest(?)) AND duration_ns IS NOT NULL GROUP BY k", [ids]).fetchall()
+            "SELECT name, grid_x, grid_y, grid_z, block_x, block_y, block_z, "
+            f"list(CAST(round(duration_ns) AS BIGINT) ORDER BY duration_ns) FROM {table} "
+            "WHERE capture_id IN (SELECT unnest(?)) AND duration_ns IS NOT NULL GROUP BY ALL", [ids]).fetchall()
 
-    rows = grouped("kernels", "start_ns")
+    rows = grouped("kernels")
     if not rows:
         try:
-            rows = grouped("ncu_kernels", "capture_id, kernel_id")
+            rows = grouped("ncu_kernels")
         except duckdb.CatalogException:  # a store without Nsight Compute tables
             rows = []
-    return {key: durations for key, durations in rows}
+    out: dict[str, list[int]] = {}
+    for name, gx, gy, gz, bx, by, bz, durations in rows:
+        key = kernel_key(name, (gx, gy, gz), (bx, by, bz))
+        if key in out:  # a partly recorded configuration: one kernel under its name
+            out[key] = sorted(out[key] + durations)
+        else:
+            out[key] = durations
+    return out
 
 
 def _bare(key: str) -> str:
@@ -73,28 +84,6 @@ def align_configurations(base: dict[str, list[int]], head: dict[str, list[int]])
             if configured:
                 other[key] = [d for k in configured for d in other.pop(k)]
     return base, head
-
-
-def finding_subject(finding: dict) -> list[str]:
-    """What a finding is about: the leading text values of its top evidence row (a kernel, an API, a cause),
-    up to :data:`SUBJECT_COLUMNS`, stopping at the first number (counts, times and ids change between runs)."""
-    rows = finding.get("evidence") or []
-    if not rows:
-        return []
-    subject = []
-    for col in (finding.get("evidence_columns") or list(rows[0]))[:SUBJECT_COLUMNS]:
-        value = rows[0].get(col)
-        if not isinstance(value, str):
-            break
-        subject.append(value)
-    return subject
-
-
-def fingerprint(finding: dict) -> str:
-    """A finding's stable identity: rule id, device and subject (never the numbers in its message)."""
-    device = finding.get("device_id")
-    text = "\x1f".join([finding["rule_id"], "host" if device is None else str(device), *finding_subject(finding)])
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _gpu_models(captures: list[dict]) -> list[str]:
@@ -249,6 +238,8 @@ def findings(base: dict, head: dict) -> list[dict]:
                 "impact_change_ns": None if ib is None or ih is None else ih - ib,
                 "base_message": fb["message"] if fb else None, "head_message": fh["message"] if fh else None,
                 "base_index": ib_index, "head_index": ih_index,
+                # HEAD's waiver when the finding is in HEAD (a resolved one keeps BASE's, for the record)
+                "waiver": f.get("waiver"),
             })
     order = {"new": 0, "worse": 1, "resolved": 2, "better": 3, "unchanged": 4}
     out.sort(key=lambda f: (order[f["status"]], -max(f["base_impact_ns"] or 0, f["head_impact_ns"] or 0)))
@@ -293,7 +284,8 @@ def verdict(gpu_time: dict, same_work: dict, launches: tuple[int, int]) -> dict:
 
 
 def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels: dict[str, list[int]],
-                    *, base_name: str = "BASE", head_name: str = "HEAD") -> dict:
+                    *, base_name: str = "BASE", head_name: str = "HEAD", base_ncu: dict | None = None,
+                    head_ncu: dict | None = None) -> dict:
     """The comparison of two analyses (AnalysisResult or its ``to_dict()``) and their per-launch kernel durations
     (as :func:`kernel_durations` returns them), as one JSON-ready dict."""
     bd = base if isinstance(base, dict) else base.to_dict()
@@ -312,46 +304,90 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
     fcounts = defaultdict(int)
     for f in fs:
         fcounts[f["status"]] += 1
-    return {
+    its = per_iteration(side_iterations(bd["captures"]), side_iterations(hd["captures"]))
+    headline = verdict(gpu_time, same_work, launches)
+    notes = comparability(bd, hd, base_kernels, head_kernels) + iteration_notes(its, launches)
+    if its["median_change_pct"] is not None:
+        aside = ("" if headline["change_pct"] is None else
+                 f"; GPU kernel time {headline['measure']} {headline['change_pct']:+.1f}%")
+        headline = iteration_verdict(its, aside)
+        for n in notes:
+            if n["aspect"] == "kernel launches" and n["note"]:
+                n["note"] = n["note"].split(":")[0] + ": the verdict compares wall time per iteration"
+    out = {
         "schema_version": COMPARISON_SCHEMA_VERSION,
         "tool": bd.get("tool", {}),
         "base": {"name": base_name, "captures": [c.get("source_name") for c in bd["captures"]]},
         "head": {"name": head_name, "captures": [c.get("source_name") for c in hd["captures"]]},
-        "verdict": verdict(gpu_time, same_work, launches),
+        "verdict": headline,
+        "iterations": its,
         "gpu_time": gpu_time,
         "same_work": same_work,
         "min_effect_pct": MIN_EFFECT_PCT,
-        "comparability": comparability(bd, hd, base_kernels, head_kernels),
+        "comparability": notes,
         "partition": partition(bd, hd),
         "kernel_counts": {s: counts[s] for s in ("added", "removed", "slower", "faster", "unchanged")},
         "kernels": ks,
         "finding_counts": {s: fcounts[s] for s in ("new", "resolved", "better", "worse", "unchanged")},
         "findings": fs,
     }
+    out["ncu_kernels"] = ncu_deltas(base_ncu, head_ncu) if base_ncu and head_ncu else []
+    out["why"] = explain(out, bd, hd, added_time_ns(out))
+    if out["why"]:
+        out["verdict"]["text"] += f"; first explanation: {out['why'][0]['text']}"
+    return out
+
+
+def waive_kernels(comparison: dict, waivers) -> None:
+    """Mark each kernel that a ``rule = "regression"`` waiver names (its subject: the kernel's name with or without
+    its launch configuration, or a glob) with that waiver (``kernels[].waiver``); an expired one is marked too,
+    and no longer applies."""
+    from nsight_advisor.engine.waivers import REGRESSION_RULE, subject_matches
+
+    chosen = [w for w in waivers if w.rule.casefold() == REGRESSION_RULE]
+    counts: dict = defaultdict(int)
+    for k in comparison["kernels"]:
+        matching = [w for w in chosen if subject_matches(w.subject, (k["name"], _bare(k["name"])))]
+        w = next((w for w in matching if not w.expired), matching[0] if matching else None)
+        k["waiver"] = w.public() if w is not None else None
+        if w is not None:
+            counts[w] += 1
+    comparison["waivers"] = [w.public(counts[w]) for w in chosen]
+
+
+def _accepted(item: dict) -> bool:
+    return (item.get("waiver") or {}).get("status") == "active"
 
 
 def worst_regression_pct(comparison: dict) -> float | None:
-    """The largest significant slowdown in percent (the headline's or a kernel's median), or None."""
+    """The largest significant slowdown in percent (the headline's or a kernel's median), or None.
+
+    A kernel whose slowdown a waiver accepts does not count; neither does the headline when every significantly
+    slower kernel is accepted (the slowdown is the accepted kernels').
+    """
     worst = []
+    slower = [k for k in comparison["kernels"] if k["status"] == "slower"]
+    open_ = [k for k in slower if not _accepted(k)]
     headline = comparison["verdict"]
-    if headline["significant"] and headline["change_pct"] > 0:
+    if headline["significant"] and headline["change_pct"] > 0 and (open_ or not slower):
         worst.append(headline["change_pct"])
-    worst += [k["median_change_pct"] for k in comparison["kernels"] if k["status"] == "slower"]
+    worst += [k["median_change_pct"] for k in open_]
     return max(worst) if worst else None
 
 
-def analyze_side(paths: Sequence[Path], *, use_cache: bool = True, progress: bool = False):
-    """One side of a comparison: its analysis (an AnalysisResult, reusing the cache as ``analyze`` does) and its
-    per-launch kernel durations."""
+def analyze_side(paths: Sequence[Path], *, use_cache: bool = True, progress: bool = False,
+                 config_path: Path | None = None):
+    """One side of a comparison: its analysis (an AnalysisResult, reusing the cache as ``analyze`` does; waivers
+    from the config applied), its per-launch kernel durations and its Nsight Compute kernels' metrics."""
     from nsight_advisor import workflow
 
-    result = workflow.analyze(paths, use_cache=use_cache, progress=progress)
-    con, ids = workflow.load(paths, use_cache=use_cache, progress=progress, for_rules=True)
+    result = workflow.analyze(paths, use_cache=use_cache, progress=progress, config_path=config_path)
+    # the analysis just built (or reused) the store: read it as it is, even with use_cache off
+    con, ids = workflow.load(paths, progress=progress, for_rules=True)
     try:
-        durations = kernel_durations(con, ids)
+        return result, kernel_durations(con, ids), ncu_kernel_metrics(con, ids)
     finally:
         con.close()
-    return result, durations
 
 
 def side_name(paths: Sequence[Path]) -> str:
@@ -359,9 +395,40 @@ def side_name(paths: Sequence[Path]) -> str:
     return ", ".join(Path(p).name for p in paths)
 
 
+def _analyze_in_background(paths: Sequence[Path], config_path: Path | None):
+    """HEAD analyzed in a second process (:func:`nsight_advisor.compare_sides.main`: the analysis only, no report)
+    while this one analyzes BASE: it leaves its store and result in the shared cache, where :func:`analyze_side`
+    then finds them (docs/performance.md). None on a single usable core, where it would only compete."""
+    import subprocess
+    import sys
+
+    from nsight_advisor.parallel_ingest import usable_cores
+
+    if usable_cores() < 2:
+        return None
+    cmd = [sys.executable, "-m", "nsight_advisor.compare_sides", *(["--config", str(config_path)] if config_path
+                                                                  is not None else []), "--", *map(str, paths)]
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def compare_paths(base: Sequence[Path], head: Sequence[Path], *, use_cache: bool = True,
-                  progress: bool = False) -> dict:
-    """Analyze both sides and compare them (:func:`compare_results`)."""
-    b = analyze_side(base, use_cache=use_cache, progress=progress)
-    h = analyze_side(head, use_cache=use_cache, progress=progress)
-    return compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head))
+                  progress: bool = False, config_path: Path | None = None) -> tuple[dict, tuple]:
+    """Analyze both sides and compare them (:func:`compare_results`), kernels marked with the config's
+    ``regression`` waivers; returns the comparison and both analyses (SARIF needs them)."""
+    from nsight_advisor.engine.config import find_config
+
+    helper = _analyze_in_background(head, config_path) if use_cache else None
+    try:
+        b = analyze_side(base, use_cache=use_cache, progress=progress, config_path=config_path)
+        if helper is not None:
+            helper.wait()
+    finally:
+        if helper is not None and helper.poll() is None:  # BASE failed or the run was interrupted
+            helper.kill()
+            helper.wait()
+    # HEAD's analysis is now in the cache (or, should the helper have failed, made here and its error reported)
+    h = analyze_side(head, use_cache=use_cache, progress=progress, config_path=config_path)
+    comparison = compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head),
+                                 base_ncu=b[2], head_ncu=h[2])
+    waive_kernels(comparison, find_config(config_path).waivers)
+    return comparison, (b[0], h[0])

@@ -1,7 +1,11 @@
 """The statistics of a comparison: is a change in a kernel's or the GPU's time outside the noise?
 
 Per kernel: a seeded bootstrap 95% confidence interval of the change of the median launch duration (HEAD's median
-over BASE's, minus one, in percent), resampling each side's launches. Over the whole GPU time: the sum of every
+over BASE's, minus one, in percent), resampling each side's launches. The resampled medians are drawn directly
+from their distribution rather than by drawing whole resamples: the k-th smallest of n draws with replacement
+from a sorted sample is the value at floor(n * U) where U is the k-th smallest of n uniforms, distributed
+Beta(k, n - k + 1); the next one up is U + (1 - U) * Beta(1, n - k). That is the same bootstrap distribution at a
+cost independent of n, so every launch is used. Over the whole GPU time: the sum of every
 launch's duration, with the variance of a sum of launches resampled within each kernel (the amount of each kernel's
 work held as it is), and a normal interval of the ratio by the delta method. A change counts as significant only
 when its interval excludes zero *and* it is at least :data:`MIN_EFFECT_PCT`: with thousands of launches a
@@ -18,10 +22,6 @@ import numpy as np
 
 #: Bootstrap resamples per kernel: the 2.5th and 97.5th percentiles of 1000 are stable to a few tenths of a percent.
 BOOTSTRAP_RESAMPLES = 1000
-#: Launches per side a bootstrap draws from (a seeded subsample beyond it): the median's interval from 500 of a
-#: kernel's launches is already a fraction of a percent wide for a steady kernel (and only wider, never narrower,
-#: than from all of them), and the cost per kernel stays bounded on million-kernel captures (docs/performance.md).
-BOOTSTRAP_MAX_LAUNCHES = 500
 #: The smallest change of a median (or of the GPU time) reported as a regression or an improvement, in percent.
 MIN_EFFECT_PCT = 2.0
 #: The seed of every bootstrap (mixed with the kernel's key): the same pair always gives the same intervals.
@@ -41,10 +41,18 @@ def _rng(key: str) -> np.random.Generator:
     return np.random.default_rng([SEED, zlib.crc32(key.encode("utf-8", "replace"))])
 
 
-def _subsample(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    if len(values) <= BOOTSTRAP_MAX_LAUNCHES:
-        return values
-    return rng.choice(values, BOOTSTRAP_MAX_LAUNCHES, replace=False)
+def bootstrap_medians(values: np.ndarray, rng: np.random.Generator, resamples: int = BOOTSTRAP_RESAMPLES) -> np.ndarray:
+    """``resamples`` medians of resamples (n draws with replacement) of ``values``, drawn from the order-statistic
+    distribution (module docstring) instead of by resampling: O(n log n) for the sort, then O(resamples)."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(x)
+    k = (n + 1) // 2  # the median's rank for odd n, the lower of the two middle ranks for even n
+    low = rng.beta(k, n - k + 1, resamples)
+    pick = np.minimum((low * n).astype(np.int64), n - 1)
+    if n % 2:
+        return x[pick]
+    high = low + (1.0 - low) * rng.beta(1, n - k, resamples)
+    return (x[pick] + x[np.minimum((high * n).astype(np.int64), n - 1)]) / 2.0
 
 
 def median_change(base: Sequence[float], head: Sequence[float], key: str) -> dict:
@@ -68,9 +76,7 @@ def median_change(base: Sequence[float], head: Sequence[float], key: str) -> dic
         out["note"] = "no significance can be given (median duration 0)"
         return out
     rng = _rng(key)
-    b, h = _subsample(b, rng), _subsample(h, rng)
-    bm = np.median(b[rng.integers(0, len(b), (BOOTSTRAP_RESAMPLES, len(b)))], axis=1)
-    hm = np.median(h[rng.integers(0, len(h), (BOOTSTRAP_RESAMPLES, len(h)))], axis=1)
+    bm, hm = bootstrap_medians(b, rng), bootstrap_medians(h, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = np.where(bm > 0, hm / bm - 1.0, np.nan) * 100.0
     ratios = ratios[np.isfinite(ratios)]

@@ -184,7 +184,7 @@ def result_from_dict(doc: dict[str, Any]) -> AnalysisResult:
         tool=doc["tool"], captures=doc["captures"],
         findings=[_finding(f) for f in doc["findings"]],
         outcomes=[_build(Outcome, o) for o in doc["outcomes"]],
-        summary=doc.get("summary") or {},
+        summary=doc.get("summary") or {}, waivers=doc.get("waivers") or [],
     )
 
 

@@ -413,10 +413,10 @@ def _write_stdout(text: str) -> None:
 
 
 def reaches(result, level: str) -> bool:
-    """True when a finding is at or above ``level``."""
+    """True when a finding that no unexpired waiver accepts is at or above ``level``."""
     from nsight_advisor.engine.model import severity_rank
 
-    return any(severity_rank(f.severity) >= severity_rank(level) for f in result.findings)
+    return any(severity_rank(f.severity) >= severity_rank(level) for f in result.findings if not f.waived())
 
 
 def info(path: Path, fmt: str = "text") -> str:

@@ -145,13 +145,20 @@ def test_stretched_costliest_kernel_moves_the_headline(tmp_path: Path) -> None:
     head = tmp_path / "stretched.sqlite"
     stretch_kernel(CLOVERLEAF, head, sid, 2.0)
     data, _ = _compare_json(CLOVERLEAF, head, tmp_path)
-    share = sum(k["base"]["total_ns"] for k in _of(data["kernels"], name)) / data["gpu_time"]["base_ns"]
-    expected = 100.0 * share
+    kernel_ns = sum(k["base"]["total_ns"] for k in _of(data["kernels"], name))
+    g = data["gpu_time"]
+    assert g["significant"] and abs(g["change_pct"] - 100.0 * kernel_ns / g["base_ns"]) < 1.0, g
+    # CloverLeaf's 10 time steps each launch the kernel once, and every later timestamp moved by the time added:
+    # each step grows by its launch, so the median step by about the kernel's share of the steps' time
+    steps = json.loads(_cli("analyze", str(CLOVERLEAF), "--format", "json", cwd=tmp_path).stdout)
+    steps = steps["captures"][0]["iterations"]
+    assert steps["count"] == 10 and [k["base"]["launches"] for k in _of(data["kernels"], name)] == [10]
+    expected = 100.0 * kernel_ns / sum(steps["durations_ns"])
     v = data["verdict"]
-    assert v["status"] == "slower" and v["significant"] and v["measure"] == "per window"
+    assert v["status"] == "slower" and v["significant"] and v["measure"] == "per iteration"
     assert abs(v["change_pct"] - expected) < 1.0, (v, expected)
     assert v["ci_low_pct"] <= v["change_pct"] <= v["ci_high_pct"]
-    assert v["text"].startswith(f"HEAD is {v['change_pct']:.1f}% slower")
+    assert v["text"].startswith(f"HEAD is {v['change_pct']:.1f}% slower per iteration (median of 10 and 10 steady")
     for k in _of(data["kernels"], name):
         assert k["status"] == "slower" and 98.0 <= k["median_change_pct"] <= 102.0, k
 
@@ -195,8 +202,19 @@ def test_real_pair_json(tmp_path: Path) -> None:
     assert proc.returncode == 0
     launches = {n["aspect"]: n for n in data["comparability"]}["kernel launches"]
     assert launches["base"] == 4010 and launches["head"] == 3587 and launches["note"]
-    # fewer launches in the same window: the headline compares the same work, and says the per-window figure
-    assert data["verdict"]["measure"] == "same work" and "per analysis window" in data["verdict"]["text"]
+    # both runs repeat a step (17 and 15 transformer blocks in the window): the headline is wall time per
+    # iteration, with the GPU kernel time for the same work beside it, and the notes say how much work each holds
+    notes = {n["aspect"]: n for n in data["comparability"]}
+    assert (notes["iterations"]["base"], notes["iterations"]["head"]) == (17, 15) and notes["iterations"]["note"]
+    assert notes["kernel launches per iteration"]["base"] == round(4010 / 17, 1)
+    assert notes["kernel launches per iteration"]["head"] == round(3587 / 15, 1)
+    v, it = data["verdict"], data["iterations"]
+    assert v["measure"] == "per iteration" and "GPU kernel time same work" in v["text"]
+    assert (it["base"]["steady"], it["head"]["steady"]) == (17, 15)
+    assert v["change_pct"] == it["median_change_pct"] == pytest.approx(
+        100.0 * (it["head"]["median_ns"] / it["base"]["median_ns"] - 1.0))
+    assert v["ci_low_pct"] < v["change_pct"] < v["ci_high_pct"]
+    assert v["significant"] == (v["ci_low_pct"] > 0 or v["ci_high_pct"] < 0)
     assert data["gpu_time"]["base_ns"] == sum(k["base"]["total_ns"] for k in data["kernels"])
     # the partition side by side matches each side's analysis
     for side, path in (("base", BEFORE), ("head", AFTER)):

@@ -65,8 +65,30 @@ def test_real_pair_page(browser, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     page = load(browser, out)
     _quiet(page)
-    assert page.evaluate("document.getElementById('headline').textContent").startswith("no change:")
+    # 17 steps in BASE's window, 15 in HEAD's of the same length: slower per iteration (test_compare.py checks it)
+    assert page.evaluate("document.getElementById('headline').textContent").startswith("HEAD is 13.8% slower per iteration")
     assert page.evaluate("document.querySelectorAll('#kernels tbody tr').length") == 48
     assert page.evaluate("document.querySelectorAll('table.partition').length") == 2
     assert page.evaluate("document.querySelectorAll('#findings tbody tr').length") == 11
     assert str(TRACES) not in page.evaluate("document.documentElement.outerHTML")
+
+
+def test_report_with_baseline_section(browser, tmp_path: Path) -> None:
+    before, after = TRACES / "nsys" / "nsys_ai_mfu_2gpu_before.sqlite", TRACES / "nsys" / "nsys_ai_mfu_2gpu_after.sqlite"
+    if not before.exists() or not after.exists():
+        pytest.skip(f"real traces absent at {TRACES}")
+    from test_compare import _cli
+
+    out = tmp_path / "report.html"
+    proc = _cli("analyze", str(after), "--baseline", str(before), "-o", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    page = load(browser, out)
+    _quiet(page)
+    heading = page.evaluate("document.querySelector('#baseline h2').textContent")
+    assert heading.startswith("Compared with the baseline: HEAD is 13.8% slower per iteration")
+    assert page.evaluate("document.querySelectorAll('#baseline-kernels tbody tr').length") == 48
+    # the section comes before the findings, and the report's own ids stay unique
+    assert page.evaluate("document.querySelector('#baseline').compareDocumentPosition("
+                         "document.querySelector('#findings')) & Node.DOCUMENT_POSITION_FOLLOWING") != 0
+    assert page.evaluate("new Set([...document.querySelectorAll('[id]')].map(e => e.id)).size === "
+                         "document.querySelectorAll('[id]').length")

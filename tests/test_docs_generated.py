@@ -51,5 +51,5 @@ def test_readme_usage_block_is_the_generated_one():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = readme[readme.index(gen_docs.USAGE_START):readme.index(gen_docs.USAGE_END)]
     for needle in ("nsight-advisor analyze CAPTURES...", "[--select RULE]...", "[--ignore RULE]...",
-                   "nsight-advisor info CAPTURE [--format text|json]", "nsight-advisor compare BASE HEAD"):
+                   "nsight-advisor info CAPTURE [--format text|json]", "nsight-advisor compare [BASE HEAD]"):
         assert needle in block

@@ -134,7 +134,7 @@ toml_scalar = st.one_of(st.text(max_size=20), st.integers(), st.floats(allow_nan
 toml_value = st.recursive(toml_scalar, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=10)
 config_table = st.dictionaries(
-    st.one_of(st.sampled_from(["select", "ignore", "rules_dirs", "rule_time_limit_s", "rules"]), st.text(max_size=12)),
+    st.one_of(st.sampled_from(["select", "ignore", "rules_dirs", "rule_time_limit_s", "rules", "waive"]), st.text(max_size=12)),
     toml_value, max_size=5)
 
 

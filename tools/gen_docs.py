@@ -40,7 +40,8 @@ def _option_form(param: click.Parameter) -> str:
     """How an option or argument is written in a synopsis: ``[-o OUTPUT]``, ``[--format html|json]``, ``CAPTURES...``."""
     if isinstance(param, click.Argument):
         name = (param.metavar or param.name).upper()
-        text = f"{name}..." if param.nargs == -1 else name
+        # a metavar of several words (``BASE HEAD``) already says how many values it takes
+        text = f"{name}..." if param.nargs == -1 and " " not in name else name
         return text if param.required else f"[{text}]"
     opt = min(param.opts, key=len) if len(param.opts) > 1 and min(param.opts, key=len).startswith("-") and \
         not min(param.opts, key=len).startswith("--") else max(param.opts, key=len)

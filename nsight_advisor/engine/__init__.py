@@ -45,14 +45,18 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
     from nsight_advisor.engine.gpu_override import resolve_gpu_override
     from nsight_advisor.engine.rules import load_rules
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S
+    from nsight_advisor.engine.waivers import apply_waivers, check_rules
 
     config = find_config(config_path)
     rules = load_rules([*config.rules_dirs, *map(Path, rules_dirs)], include_builtin=include_builtin)
     rules = apply_params(rules, config, overrides)
-    rules = select_rules(rules, config, select, ignore)
+    all_rules, rules = rules, select_rules(rules, config, select, ignore)
+    check_rules(config.waivers, all_rules, config.source)
     limit = time_limit_s or config.rule_time_limit_s or DEFAULT_TIME_LIMIT_S
-    return analyze_with_rules(con, capture_ids, rules, progress=progress, time_limit_s=limit,
-                              window=parse_window(window), gpu=resolve_gpu_override(gpu, config.gpu))
+    result = analyze_with_rules(con, capture_ids, rules, progress=progress, time_limit_s=limit,
+                                window=parse_window(window), gpu=resolve_gpu_override(gpu, config.gpu))
+    apply_waivers(result, config.waivers)
+    return result
 
 
 def rules_reading(tables: Iterable[str], *, rules_dirs: Iterable[Path] = (), config_path: Path | None = None,

@@ -11,6 +11,12 @@ model = "H100 SXM"                    # a model of the built-in table: `nsight-a
 
 [rules.small-grid]                    # a rule's id or name
 min_blocks_per_sm = 2                 # a declared param, with the param's type
+
+[[waive]]                             # an accepted finding: nsight_advisor.engine.waivers
+rule = "NA401"
+subject = "ncclKernel_*"
+reason = "tracked in #1234"
+expires = 2027-03-31
 ```
 
 Every mistake is a :class:`~nsight_advisor.errors.ConfigError` naming the file or option, the key and the fix.
@@ -30,10 +36,11 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from nsight_advisor.engine.rules import Rule, find_rule
+from nsight_advisor.engine.waivers import Waiver, parse_waivers
 from nsight_advisor.errors import ConfigError, RuleError
 
 CONFIG_FILE = "nsight-advisor.toml"
-_KEYS = ("select", "ignore", "rules_dirs", "rule_time_limit_s", "rules", "gpu")
+_KEYS = ("select", "ignore", "rules_dirs", "rule_time_limit_s", "rules", "gpu", "waive")
 
 
 @dataclass
@@ -46,6 +53,7 @@ class Config:
     rule_time_limit_s: float | None = None
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule key -> param -> value
     gpu: str | None = None  # [gpu] model: facts for GPUs the capture does not describe
+    waivers: list[Waiver] = field(default_factory=list)  # [[waive]]: accepted findings
     source: str = "defaults"
 
 
@@ -111,7 +119,8 @@ def parse_config(data: dict, path: Path, prefix: str = "") -> Config:
     return Config(select=str_list("select"), ignore=str_list("ignore"), gpu=gpu.get("model") or None,
                   rules_dirs=[(path.parent / d) for d in str_list("rules_dirs")],
                   rule_time_limit_s=float(limit) if limit is not None else None,
-                  params={k: dict(v) for k, v in rules.items()}, source=str(path))
+                  params={k: dict(v) for k, v in rules.items()}, source=str(path),
+                  waivers=parse_waivers(data.get("waive", []), path, prefix))
 
 
 def parse_override(text: str) -> tuple[str, str, str]:

@@ -18,7 +18,7 @@ IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "h
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 4
+REPORT_SCHEMA_VERSION = 5
 
 
 @dataclass
@@ -57,12 +57,22 @@ class Finding:
     impact_basis: str = "analysis window"
     # The rule's own estimate before findings on the same time were reconciled; impact_ns <= claimed_ns.
     claimed_ns: int = 0
+    # The [[waive]] entry matching this finding (engine/waivers.py): status active (kept out of --fail-on) or
+    # expired (reported, no longer applied); None when none matches.
+    waiver: dict[str, Any] | None = None
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
+    def waived(self) -> bool:
+        """True when an unexpired waiver accepts this finding (it stays out of ``--fail-on``)."""
+        return bool(self.waiver) and self.waiver.get("status") == "active"
+
     def to_dict(self) -> dict[str, Any]:
+        from nsight_advisor.fingerprint import fingerprint
+
         out = asdict(self)
         out.pop("internal", None)
+        out["fingerprint"] = fingerprint(out)  # derived, never stored: rule, device and subject
         return out
 
 
@@ -93,6 +103,8 @@ class AnalysisResult:
     # Facts for the report header and charts (GPU busy %, top kernels, categories); filled by the engine
     # from the store so that templates do no analysis.
     summary: dict[str, Any] = field(default_factory=dict)
+    # Every configured [[waive]] entry, its status and how many findings it matched.
+    waivers: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +114,7 @@ class AnalysisResult:
             "findings": [f.to_dict() for f in self.findings],
             "outcomes": [o.to_dict() for o in self.outcomes],
             "summary": self.summary,
+            "waivers": self.waivers,
         }
 
     def max_severity(self) -> str | None:

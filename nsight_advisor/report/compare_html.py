@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsight_advisor.report.waiver_text import waiver_text
 from nsight_advisor.report.data import clip, fmt_ns
 from nsight_advisor.report.html import _asset, _environment, _sha256
 
@@ -24,6 +25,10 @@ def _ns(v: Any) -> str:
     return "–" if v is None else fmt_ns(v)
 
 
+def _waived(waiver: dict | None) -> str:
+    return f"; {clip(waiver_text(waiver), 300)}" if waiver else ""
+
+
 def render_comparison_html(comparison: dict) -> str:
     """The comparison as one HTML page."""
     css = _asset("report.css")
@@ -32,7 +37,8 @@ def render_comparison_html(comparison: dict) -> str:
            "manifest-src 'none'; base-uri 'none'; form-action 'none'")
     c = comparison
     kernels = [{
-        "name": clip(k["name"], NAME_CHARS), "status": k["status"] + (" ✱" if k["significant"] else ""),
+        "name": clip(k["name"], NAME_CHARS),
+        "status": k["status"] + (" ✱" if k["significant"] else "") + _waived(k.get("waiver")),
         "launches": f"{k['base']['launches']} → {k['head']['launches']}",
         "total": f"{_ns(k['base']['total_ns'])} → {_ns(k['head']['total_ns'])}",
         "total_change": _pct(k["total_change_pct"]),
@@ -48,7 +54,7 @@ def render_comparison_html(comparison: dict) -> str:
                   for p in dev["parts"] if p["base_ns"] or p["head_ns"]],
     } for dev in c["partition"]]
     findings = [{
-        "status": f["status"], "rule": f"{f['rule_id']} {f['rule_name']}",
+        "status": f["status"] + _waived(f.get("waiver")), "rule": f"{f['rule_id']} {f['rule_name']}",
         "gpu": "host" if f["device_id"] is None else f["device_id"],
         "subject": clip(", ".join(f["subject"]), NAME_CHARS) or "–",
         "base": _ns(f["base_impact_ns"]), "head": _ns(f["head_impact_ns"]),
@@ -66,4 +72,8 @@ def render_comparison_html(comparison: dict) -> str:
         finding_chips=[(s, c["finding_counts"][s]) for s in ("new", "worse", "resolved", "better")],
         comparability=comparability, min_effect=f"{c['min_effect_pct']:g}", kernels=kernels,
         kernels_left_out=max(0, len(c["kernels"]) - KERNEL_ROWS), partition=partition, findings=findings,
+        why=[clip(w["text"], 400) for w in (c.get("why") or [])[:10]],
+        ncu=[{"name": clip(k["name"], NAME_CHARS), "duration": _pct(k["duration_change_pct"]),
+              "explains": clip("; ".join(k["explains"]) or "no metric moved beyond the thresholds", 600)}
+             for k in (c.get("ncu_kernels") or [])[:KERNEL_ROWS]],
     )

@@ -11,6 +11,8 @@ import json
 from importlib import resources
 from typing import Any
 
+from nsight_advisor.fingerprint import FINGERPRINT_KEY
+from nsight_advisor.report.waiver_text import waiver_text
 from nsight_advisor.report.data import fmt_ns, jsonable
 from nsight_advisor.report.markdown import MAX_CHARS, md_code, md_escape
 
@@ -41,7 +43,6 @@ def render_comparison(comparison: dict, fmt: str, analyses: tuple[Any, Any] | No
 #: What a matched finding's status is in SARIF's terms.
 BASELINE_STATES = {"new": "new", "unchanged": "unchanged", "better": "updated", "worse": "updated",
                    "resolved": "absent"}
-FINGERPRINT_KEY = "nsightAdvisorSubject/v1"
 
 
 def render_comparison_sarif(comparison: dict, base: Any, head: Any) -> str:
@@ -116,6 +117,10 @@ def render_comparison_markdown(comparison: dict) -> str:
     return cut[: cut.rfind("\n")] + note
 
 
+def _waived(waiver: dict | None) -> str:
+    return f"; {md_escape(_clip(waiver_text(waiver), 300))}" if waiver else ""
+
+
 def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1] + "…"
 
@@ -131,6 +136,14 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
            f"{md_escape(c['base']['name'])} → {md_escape(c['head']['name'])}", ""]
     out.append(f"**{md_escape(v['text'])}**")
     out.append("")
+    its = c.get("iterations") or {}
+    if its.get("base") and its.get("head"):
+        b, h = its["base"], its["head"]
+        out.append(f"Wall time per iteration ({md_escape(h['source'])}): median {_ns(b['median_ns'])} → "
+                   f"{_ns(h['median_ns'])} ({_pct(its['median_change_pct'])}, 95% CI "
+                   f"{_ci(its['ci_low_pct'], its['ci_high_pct'])}) over {b['steady']} → {h['steady']} steady "
+                   "iterations.")
+        out.append("")
     differs = [n for n in c["comparability"] if not n["same"]]
     if differs:
         out.append("**Comparability**: " + "; ".join(
@@ -139,6 +152,12 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
     else:
         out.append("**Comparability**: same GPUs, tool version, window length and amount of work.")
     out.append("")
+    if c.get("why"):
+        out.append("### Why")
+        out.append("New or worse findings overlapping the slowdown, the likeliest first:")
+        out.append("")
+        out += [f"{i}. {md_escape(_clip(w['text'], 400))}" for i, w in enumerate(c["why"][:10], 1)]
+        out.append("")
     kc = c["kernel_counts"]
     out.append("### Kernels")
     out.append(", ".join(f"{kc[s]} {s}" for s in ("slower", "faster", "added", "removed", "unchanged"))
@@ -152,12 +171,21 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
             b, h = k["base"], k["head"]
             out.append(
                 f"| {_cell_code(k['name'], name_chars)} | {k['status']}"
-                f"{' ✱' if k['significant'] else ''} | {b['launches']} → {h['launches']} | "
+                f"{' ✱' if k['significant'] else ''}{_waived(k.get('waiver'))} | {b['launches']} → {h['launches']} | "
                 f"{_ns(b['total_ns'])} → {_ns(h['total_ns'])} | {_pct(k['total_change_pct'])} | "
                 f"{_ns(b['median_ns'])} → {_ns(h['median_ns'])} | {_pct(k['median_change_pct'])} | "
                 f"{_ci(k['ci_low_pct'], k['ci_high_pct']) if k['ci_low_pct'] is not None else md_escape(k['note'])} |")
         if len(c["kernels"]) > len(shown):
             out.append(f"\n{len(c['kernels']) - len(shown)} more kernels in `--format json`.")
+        out.append("")
+    if c.get("ncu_kernels"):
+        out.append("### Nsight Compute metrics")
+        out.append("Kernels profiled on both sides; what moved with their duration:")
+        out.append("")
+        for k in c["ncu_kernels"][:kernel_rows]:
+            moved = "; ".join(k["explains"]) or "no metric moved beyond the thresholds"
+            out.append(f"- {_cell_code(k['name'], name_chars)}: duration {_pct(k['duration_change_pct'])}: "
+                       f"{md_escape(_clip(moved, 600))}")
         out.append("")
     out.append("### Time partition")
     for dev in c["partition"]:
@@ -180,7 +208,7 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
         for f in c["findings"]:
             gpu = "host" if f["device_id"] is None else f["device_id"]
             subject = ", ".join(f["subject"]) or "–"
-            out.append(f"| {f['status']} | {md_escape(f['rule_id'])} {md_escape(f['rule_name'])} | {gpu} | "
+            out.append(f"| {f['status']}{_waived(f.get('waiver'))} | {md_escape(f['rule_id'])} {md_escape(f['rule_name'])} | {gpu} | "
                        f"{_cell_code(subject, name_chars)} | {_ns(f['base_impact_ns'])} → "
                        f"{_ns(f['head_impact_ns'])} |")
     return "\n".join(out) + "\n"

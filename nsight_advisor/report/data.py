@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from nsight_advisor.json_values import jsonable
 from nsight_advisor.severity import SEVERITIES, severity_rank
 from nsight_advisor.text import format_duration_ns as fmt_ns
+from nsight_advisor.report.waiver_text import waiver_text
 
 STATUS_ORDER = {"errored": 0, "skipped": 1, "findings": 2, "clean": 3}
 GUIDE_URL = "https://docs.nvidia.com/deeplearning/performance/index.html"
@@ -227,6 +228,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "threshold": clip(fmt_value(f.get("threshold")), 200),
             "principles": principles[:10],
             "evidence": evidence_table(f, limits),
+            "waiver": clip(waiver_text(f.get("waiver")), limits.text_chars),
         })
 
     outcomes = [o for o in jsonable(data.get("outcomes") or []) if isinstance(o, Mapping)]

@@ -189,6 +189,8 @@ def _combined(c: Any) -> list[str]:
 
 def _finding(f: dict[str, Any]) -> list[str]:
     out = [f"### {f['n']}. {SEVERITY_MARK[f['severity']]}: {md_escape(f['title'])}", ""]
+    if f.get("waiver"):
+        out += [f"*{md_escape(f['waiver'])}*", ""]
     impact = ""
     if f["impact"]:
         impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of {f['pct_basis']})." if f["impact_pct_text"] else ".")

@@ -1,16 +1,19 @@
 """``--format sarif``: SARIF 2.1.0 for code-scanning tools: one result per finding, every rule in tool.driver.rules.
 
-A finding's location is the capture file (by name, relative: a report never carries the absolute paths of
+A finding's ``partialFingerprints`` is its stable identity (:mod:`nsight_advisor.fingerprint`: rule, device,
+subject; never the numbers of its message), so code scanning keeps one alert per problem across runs. A finding's
+location is the capture file (by name, relative: a report never carries the absolute paths of
 the machine that wrote it). Rules that were skipped or errored are reported as tool execution
 notifications, so CI sees them without treating them as findings.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
+from nsight_advisor.fingerprint import FINGERPRINT_KEY, fingerprint
+from nsight_advisor.report.waiver_text import waiver_text
 from nsight_advisor.report.data import GUIDE_URL, PROJECT_URL, as_dict, clip, jsonable, rank_findings, safe_url
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -86,10 +89,8 @@ def render_sarif(result: Any) -> str:
     for f in findings:
         rid = str(f.get("rule_id") or "unknown")
         uri = _artifact_name(caps.get(f.get("capture_id")), f.get("capture_id"))
-        fingerprint = hashlib.sha256(
-            f"{rid}|{uri}|{f.get('title')}|{f.get('message')}".encode("utf-8", "replace")).hexdigest()[:32]
         evidence = (f.get("evidence") or [])[:EVIDENCE_ROWS]
-        results.append({
+        result = {
             "ruleId": rid,
             "ruleIndex": index[rid],
             "level": LEVELS.get(str(f.get("severity")), "warning"),
@@ -98,7 +99,7 @@ def render_sarif(result: Any) -> str:
                 "physicalLocation": {"artifactLocation": {"uri": uri}},
                 "message": {"text": _text(f"capture {(caps.get(f.get('capture_id')) or {}).get('source_name') or f.get('capture_id')}", 300)},
             }],
-            "partialFingerprints": {"nsightAdvisorFinding/v1": fingerprint},
+            "partialFingerprints": {FINGERPRINT_KEY: f.get("fingerprint") or fingerprint(f)},
             "properties": {
                 "impact_ns": f.get("impact_ns"),
                 "impact_pct": f.get("impact_pct"),
@@ -109,7 +110,15 @@ def render_sarif(result: Any) -> str:
                 "evidence": evidence,
                 "evidence_total_rows": max(int(f.get("evidence_total_rows") or 0), len(f.get("evidence") or [])),
             },
-        })
+        }
+        waiver = f.get("waiver")
+        if waiver:
+            result["properties"]["waiver"] = waiver
+        if waiver and waiver.get("status") == "active":
+            # an accepted finding: reported, and marked suppressed in the source of truth outside the log
+            result["suppressions"] = [{"kind": "external", "status": "accepted",
+                                       "justification": _text(waiver_text(waiver), 4000)}]
+        results.append(result)
     notifications = []
     for o in data.get("outcomes") or []:
         status = o.get("status")
