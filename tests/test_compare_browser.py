@@ -3,6 +3,8 @@ hostile kernel names and finding subjects show as text."""
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -69,7 +71,12 @@ def test_real_pair_page(browser, tmp_path: Path) -> None:
     assert page.evaluate("document.getElementById('headline').textContent").startswith("HEAD is 13.8% slower per iteration")
     assert page.evaluate("document.querySelectorAll('#kernels tbody tr').length") == 48
     assert page.evaluate("document.querySelectorAll('table.partition').length") == 2
-    assert page.evaluate("document.querySelectorAll('#findings tbody tr').length") == 11
+    # one row per finding the comparison matched or left unmatched, as its JSON lists them
+    as_json = tmp_path / "compare.json"
+    assert _cli("compare", str(before), str(after), "-o", str(as_json), cwd=tmp_path).returncode == 0
+    findings = json.loads(as_json.read_text(encoding="utf-8"))["findings"]
+    assert len(findings) >= 11
+    assert page.evaluate("document.querySelectorAll('#findings tbody tr').length") == len(findings)
     assert str(TRACES) not in page.evaluate("document.documentElement.outerHTML")
 
 
