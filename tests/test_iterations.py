@@ -34,7 +34,7 @@ def _iterations(path, monkeypatch, tmp_path) -> dict | None:
     monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(tmp_path / "cache"))
     result = workflow.analyze([path], use_cache=False)
     doc = json.loads(json.dumps(result.to_dict()))
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
     jsonschema.Draft202012Validator(json_schema()).validate(doc)
     return doc["captures"][0]["iterations"]
 

@@ -94,6 +94,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine import accounting
     from nsight_advisor.engine.gpu_override import apply_gpu_override
     from nsight_advisor.engine.iterations import find_iterations
+    from nsight_advisor.engine.regions import attach_regions
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
     from nsight_advisor.engine.summary import build_summary
     from nsight_advisor.progress import Progress
@@ -120,6 +121,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
         summary = build_summary(con, list(capture_ids))
         bar.step("summary")
     findings, accounts = settle_impacts(con, captures, findings)
+    attach_regions(con, captures, findings)
     public = []
     for c in captures:
         cap = _public_capture(c)

@@ -18,7 +18,7 @@ IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "h
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 3
+REPORT_SCHEMA_VERSION = 4
 
 
 def severity_rank(severity: str) -> int:
@@ -62,6 +62,10 @@ class Finding:
     impact_basis: str = "analysis window"
     # The rule's own estimate before findings on the same time were reconciled; impact_ns <= claimed_ns.
     claimed_ns: int = 0
+    # Where in the program the impact lies: [{path, share_pct, impact_ns}], NVTX paths with the largest shares,
+    # then '(other)' and '(no NVTX range)'; empty when the capture has no NVTX ranges or the operations behind the
+    # finding cannot be told (nsight_advisor.engine.regions).
+    regions: list[dict[str, Any]] = field(default_factory=list)
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
