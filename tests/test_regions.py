@@ -16,6 +16,7 @@ import pytest
 from nsight_advisor import workflow
 from nsight_advisor.engine.regions import NO_RANGE, OTHER, TOP_PATHS
 from nsight_advisor.report.json_report import json_schema
+from nsight_advisor.store import connect
 from conftest import TRACES
 
 NSYS = TRACES / "nsys"
@@ -32,6 +33,12 @@ def _analyze(name: str, monkeypatch, tmp_path) -> dict:
     doc = json.loads(json.dumps(workflow.analyze([path], use_cache=False).to_dict()))
     jsonschema.Draft202012Validator(json_schema()).validate(doc)
     return doc
+
+
+def _store(name: str, tmp_path):
+    path = tmp_path / "direct.duckdb"
+    workflow.ingest_to_store([NSYS / name], path)
+    return path
 
 
 @pytest.mark.parametrize("name", NVTX_EXPORTS)
@@ -51,6 +58,23 @@ def test_region_shares_sum_to_100(name, monkeypatch, tmp_path):
         assert (OTHER in paths) == (len(named) == TOP_PATHS and paths.index(OTHER) == TOP_PATHS)
     # host-wide findings have no device time to place
     assert all(not f["regions"] for f in doc["findings"] if f["device_id"] is None)
+    # the capture's breakdown: every GPU operation in the window, once
+    paths = doc["captures"][0]["nvtx_paths"]
+    assert paths and sum(p["share_pct"] for p in paths) == pytest.approx(100.0, abs=0.01)
+    assert len({p["path"] for p in paths}) == len(paths)
+    acct = doc["captures"][0]["accounting"]
+    start, end = min(a["window_start_ns"] for a in acct), max(a["window_end_ns"] for a in acct)
+    con = connect(_store(name, tmp_path))
+    try:
+        ops, total = con.execute("""
+            select count(*), sum(duration_ns) from (
+                select start_ns, end_ns, duration_ns from kernel_rows union all
+                select start_ns, end_ns, duration_ns from memcpys union all
+                select start_ns, end_ns, duration_ns from memsets)
+            where end_ns > ? and start_ns < ?""", [start, end]).fetchone()
+    finally:
+        con.close()
+    assert (sum(p["ops"] for p in paths), sum(p["gpu_ns"] for p in paths)) == (ops, total)
 
 
 def test_mfu_before_memory_bound_kernels_lie_in_operator_ranges(monkeypatch, tmp_path):

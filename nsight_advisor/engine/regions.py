@@ -14,7 +14,7 @@ one domain: of the domains open around it, the one that holds the most of the ca
 kernel launched inside PyTorch's ranges is placed in those). Each finding gets the :data:`TOP_PATHS` paths with the
 largest shares, then ``(other)`` for the rest and ``(no NVTX range)`` for operations launched outside every range,
 so that the shares sum to 100. A finding whose operations cannot be told (host-wide findings, a kernel finding
-naming no kernel), or a capture without NVTX ranges, gets an empty list.
+naming no kernel), or a capture without NVTX ranges (or with over :data:`MAX_RANGES` of them), gets an empty list.
 """
 
 from __future__ import annotations
@@ -29,38 +29,77 @@ if TYPE_CHECKING:
 
     from nsight_advisor.engine.model import Finding
 
+#: Captures with more push/pop ranges than this get no regions: nesting millions of ranges costs minutes
+#: (docs/performance.md), and an export that large defers its NVTX table on the cold path anyway
+#: (nsight_advisor.ingest.nsys_sqlite.DEFER_MIN_ROWS).
+MAX_RANGES = 250_000
 #: Paths listed per finding before the rest is summed as OTHER.
 TOP_PATHS = 5
+#: Paths listed in a capture's breakdown.
+BREAKDOWN_PATHS = 15
 OTHER = "(other)"
 NO_RANGE = "(no NVTX range)"
 _TEMP_TABLES = ("_na_op_region", "_na_open_path", "_na_op_paths", "_na_domain_rank")
 
 
-def attach_regions(con: duckdb.DuckDBPyConnection, captures: Iterable[dict], findings: list[Finding]) -> None:
-    """Set ``regions`` on every finding (see the module docstring)."""
+def attach_regions(con: duckdb.DuckDBPyConnection, captures: Iterable[dict],
+                   findings: list[Finding]) -> dict[int, list[dict[str, Any]]]:
+    """Set ``regions`` on every finding (see the module docstring); returns, per capture with NVTX ranges, its
+    GPU time by path (:func:`_breakdown`)."""
     by_capture: dict[int, list[Finding]] = defaultdict(list)
     for f in findings:
         by_capture[f.capture_id].append(f)
+    breakdowns: dict[int, list[dict[str, Any]]] = {}
     for cap in captures:
         cid = cap["capture_id"]
-        mine = by_capture.get(cid) or []
-        if not mine or not _has_ranges(con, cid):
+        if not _has_ranges(con, cid):
             continue
         _prepare_op_regions(con, cid)
         try:
-            for f in mine:
+            breakdowns[cid] = _breakdown(con, cid)
+            for f in by_capture.get(cid) or []:
                 weights = _weights(con, cid, f)
                 f.regions = _shares(weights, f.impact_ns) if weights else []
         finally:
             for table in _TEMP_TABLES:
                 con.execute(f"drop table if exists {table}")
+    return breakdowns
+
+
+def _breakdown(con, cid: int) -> list[dict[str, Any]]:
+    """The report's ``captures[].nvtx_paths``: GPU time of the operations in the analysis window by the path they
+    were launched from (their innermost range: time launched from a nested range counts there, not in the range
+    around it), the :data:`BREAKDOWN_PATHS` largest, then (other) and (no NVTX range); shares of all of it."""
+    rows = sql_params.execute(con, """
+        with w as (select start_ns, end_ns from analysis_window where capture_id = $c)
+        select coalesce(r.path, $none), sum(o.duration_ns), count(*)
+        from gpu_ops o
+        cross join w
+        left join _na_op_region r
+            on r.device_id = o.device_id and r.op = o.op and r.pid = o.pid and r.correlation_id = o.correlation_id
+            and r.start_ns = o.start_ns
+        where o.capture_id = $c and o.end_ns > w.start_ns and o.start_ns < w.end_ns
+        group by all""", {"c": cid, "none": NO_RANGE}).fetchall()
+    total = sum(float(ns or 0) for _, ns, _ in rows)
+    if total <= 0:
+        return []
+    named = sorted(((p, float(ns or 0), n) for p, ns, n in rows if p != NO_RANGE), key=lambda r: (-r[1], r[0]))
+    listed = named[:BREAKDOWN_PATHS]
+    rest = named[BREAKDOWN_PATHS:]
+    if rest:
+        listed.append((OTHER, sum(r[1] for r in rest), sum(r[2] for r in rest)))
+    listed.extend((p, float(ns or 0), n) for p, ns, n in rows if p == NO_RANGE)
+    return [{"path": p, "gpu_ns": int(ns), "ops": int(n), "share_pct": round(100.0 * ns / total, 3)}
+            for p, ns, n in listed]
 
 
 def _has_ranges(con, cid: int) -> bool:
-    return bool(sql_params.execute(con, """
-        select exists (select 1 from nvtx_ranges
-                       where capture_id = $c and event_type = 'push_pop' and tid is not null and end_ns > start_ns)
-        """, {"c": cid}).fetchone()[0])
+    """Whether the capture has push/pop ranges to place operations in, and few enough to do it on every analysis."""
+    count = sql_params.execute(con, """
+        select count(*) from nvtx_ranges
+        where capture_id = $c and event_type = 'push_pop' and tid is not null and end_ns > start_ns
+        """, {"c": cid}).fetchone()[0]
+    return 0 < count <= MAX_RANGES
 
 
 def _prepare_op_regions(con, cid: int) -> None:
