@@ -39,7 +39,7 @@ TOP_PATHS = 5
 BREAKDOWN_PATHS = 15
 OTHER = "(other)"
 NO_RANGE = "(no NVTX range)"
-_TEMP_TABLES = ("_na_op_region", "_na_open_path", "_na_op_paths", "_na_domain_rank")
+_TEMP_TABLES = ("_na_op_region", "_na_op_paths", "_na_domain_rank", "nvtx_open_paths", "nvtx_range_paths")
 
 
 def attach_regions(con: duckdb.DuckDBPyConnection, captures: Iterable[dict],
@@ -62,7 +62,7 @@ def attach_regions(con: duckdb.DuckDBPyConnection, captures: Iterable[dict],
                 f.regions = _shares(weights, f.impact_ns) if weights else []
         finally:
             for table in _TEMP_TABLES:
-                con.execute(f"drop table if exists {table}")
+                con.execute(f"drop table if exists temp.main.{table}")
     return breakdowns
 
 
@@ -103,14 +103,19 @@ def _has_ranges(con, cid: int) -> bool:
 
 
 def _prepare_op_regions(con, cid: int) -> None:
-    """Temp tables of one capture: _na_open_path (nvtx_open_paths), _na_domain_rank (domains by the operations
-    launched within their ranges, most first) and _na_op_region (each operation launched within a range, with its
-    one path)."""
-    sql_params.execute(con, """
-        create or replace temp table _na_open_path as
-        select pid, tid, domain, t_ns, inner_seq, path from nvtx_open_paths where capture_id = $c""", {"c": cid})
-    sql_params.execute(con, """
-        create or replace temp table _na_op_paths as select * from nvtx_op_paths where capture_id = $c""", {"c": cid})
+    """Temp tables of one capture: nvtx_range_paths and nvtx_open_paths (shadowing the views of those names, so
+    that the ranges are nested once, not once per view that reads them), _na_op_paths (nvtx_op_paths),
+    _na_domain_rank (domains by the operations launched within their ranges, most first) and _na_op_region (each
+    operation launched within a range, with its one path)."""
+    from nsight_advisor.engine.accounting import stored
+
+    sql_params.execute(con, f"""
+        create or replace temp table nvtx_range_paths as
+        select * from {stored(con, 'nvtx_range_paths')} where capture_id = $c""", {"c": cid})
+    con.execute(f"create or replace temp table nvtx_open_paths as select * from {stored(con, 'nvtx_open_paths')}")
+    sql_params.execute(con, f"""
+        create or replace temp table _na_op_paths as
+        select * from {stored(con, 'nvtx_op_paths')} where capture_id = $c""", {"c": cid})
     con.execute("""
         create or replace temp table _na_domain_rank as
         select domain, count(*) as n, row_number() over (order by count(*) desc, domain) as rank
@@ -202,8 +207,9 @@ def _gap_weights(con, cid: int, f: Finding) -> dict[str, float]:
         placed as (
             select g.start_ns, g.duration_ns, o.domain, o.path
             from gaps g
-            join (select distinct pid, tid, domain from _na_open_path) td on td.pid = g.pid and td.tid = g.tid
-            asof join _na_open_path o
+            join (select distinct pid, tid, domain from temp.main.nvtx_open_paths) td
+                on td.pid = g.pid and td.tid = g.tid
+            asof join temp.main.nvtx_open_paths o
                 on o.pid = g.pid and o.tid = g.tid and o.domain = td.domain and g.mid_ns >= o.t_ns
             where o.path is not null
         ),
