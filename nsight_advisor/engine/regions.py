@@ -10,8 +10,9 @@ Fed the findings after their impacts are settled (nsight_advisor.engine.impact).
   thread that named its cause, else on the thread that launched the operation ending it.
 
 An operation's path is its innermost push/pop range at launch (nvtx_op_paths, views/33_nvtx_projection.sql) in
-one domain: of the domains open around it, the one that holds the most of the capture's operations (so an NCCL
-kernel launched inside PyTorch's ranges is placed in those). Each finding gets the :data:`TOP_PATHS` paths with the
+one domain: of the domains open around it, the one whose ranges name the capture's operations most finely (the
+most distinct paths, then the most operations), so that an NCCL kernel launched inside PyTorch's operator ranges
+is placed in those, and a kernel inside both a profiler step and a record_function range in the latter. Each finding gets the :data:`TOP_PATHS` paths with the
 largest shares, then ``(other)`` for the rest and ``(no NVTX range)`` for operations launched outside every range,
 so that the shares sum to 100. A finding whose operations cannot be told (host-wide findings, a kernel finding
 naming no kernel), or a capture without NVTX ranges (or with over :data:`MAX_RANGES` of them), gets an empty list.
@@ -105,7 +106,7 @@ def _has_ranges(con, cid: int) -> bool:
 def _prepare_op_regions(con, cid: int) -> None:
     """Temp tables of one capture: nvtx_range_paths and nvtx_open_paths (shadowing the views of those names, so
     that the ranges are nested once, not once per view that reads them), _na_op_paths (nvtx_op_paths),
-    _na_domain_rank (domains by the operations launched within their ranges, most first) and _na_op_region (each
+    _na_domain_rank (domains in the order of preference of the module docstring) and _na_op_region (each
     operation launched within a range, with its one path)."""
     from nsight_advisor.engine.accounting import stored
 
@@ -118,7 +119,7 @@ def _prepare_op_regions(con, cid: int) -> None:
         select * from {stored(con, 'nvtx_op_paths')} where capture_id = $c""", {"c": cid})
     con.execute("""
         create or replace temp table _na_domain_rank as
-        select domain, count(*) as n, row_number() over (order by count(*) desc, domain) as rank
+        select domain, row_number() over (order by count(distinct path) desc, count(*) desc, domain) as rank
         from _na_op_paths group by domain""")
     con.execute("""
         create or replace temp table _na_op_region as
@@ -213,11 +214,11 @@ def _gap_weights(con, cid: int, f: Finding) -> dict[str, float]:
                 on o.pid = g.pid and o.tid = g.tid and o.domain = td.domain and g.mid_ns >= o.t_ns
             where o.path is not null
         ),
-        domains as (select domain, n from _na_domain_rank),
+        domains as (select domain, rank from _na_domain_rank),
         chosen as (
             select p.start_ns,
-                   arg_max(case when p.domain = 'Default' then p.path else p.domain || ':' || p.path end,
-                           coalesce(d.n, 0)) as path
+                   arg_min(case when p.domain = 'Default' then p.path else p.domain || ':' || p.path end,
+                           coalesce(d.rank, 1000000)) as path
             from placed p left join domains d using (domain)
             group by p.start_ns
         )
