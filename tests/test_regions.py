@@ -19,14 +19,15 @@ from nsight_advisor.report.json_report import json_schema
 from nsight_advisor.store import connect
 from conftest import TRACES
 
-NSYS = TRACES / "nsys"
-#: The nsys exports with push/pop NVTX ranges and the findings of the default rules on them.
-NVTX_EXPORTS = ["nsys_ai_mfu_2gpu_before.sqlite", "nsys_ai_mfu_2gpu_after.sqlite", "nsys_ai_h100_2gpu_1s.sqlite",
-                "fuser_h200_matmul.sqlite", "memfusion.sqlite"]
+#: Captures with push/pop NVTX ranges (PyTorch profiler traces: record_function ranges and profiler steps), and
+#: findings of the default rules on them.
+NVTX_EXPORTS = ["nsys/nsys_ai_mfu_2gpu_before.sqlite", "nsys/nsys_ai_mfu_2gpu_after.sqlite",
+                "nsys/nsys_ai_h100_2gpu_1s.sqlite", "nsys/fuser_h200_matmul.sqlite", "nsys/memfusion.sqlite",
+                "kineto/hta_ddp_v100_rank1.json.gz", "kineto/v100_rank0.pt.trace.json.gz"]
 
 
 def _analyze(name: str, monkeypatch, tmp_path) -> dict:
-    path = NSYS / name
+    path = TRACES / name
     if not path.exists():
         pytest.skip(f"real traces not present at {TRACES}")
     monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(tmp_path / "cache"))
@@ -37,7 +38,7 @@ def _analyze(name: str, monkeypatch, tmp_path) -> dict:
 
 def _store(name: str, tmp_path):
     path = tmp_path / "direct.duckdb"
-    workflow.ingest_to_store([NSYS / name], path)
+    workflow.ingest_to_store([TRACES / name], path)
     return path
 
 
@@ -80,7 +81,7 @@ def test_region_shares_sum_to_100(name, monkeypatch, tmp_path):
 def test_mfu_before_memory_bound_kernels_lie_in_operator_ranges(monkeypatch, tmp_path):
     # PyTorch's emit_nvtx ranges name the operators: the elementwise kernels that memory-bound-kernel names are
     # launched from aten::mul, aten::add and the dtype casts (aten::to/aten::_to_copy/aten::copy_)
-    doc = _analyze("nsys_ai_mfu_2gpu_before.sqlite", monkeypatch, tmp_path)
+    doc = _analyze("nsys/nsys_ai_mfu_2gpu_before.sqlite", monkeypatch, tmp_path)
     found = [f for f in doc["findings"] if f["rule_name"] == "memory-bound-kernel"]
     assert found
     for f in found:
@@ -88,7 +89,16 @@ def test_mfu_before_memory_bound_kernels_lie_in_operator_ranges(monkeypatch, tmp
         assert top == {"aten::mul", "aten::add", "aten::to/aten::_to_copy/aten::copy_"}
 
 
+def test_profiler_trace_regions_name_its_record_function_ranges(monkeypatch, tmp_path):
+    # hta_ddp: DDP's gradient all-reduce (record_function 'nccl:all_reduce') holds the most GPU time, and the
+    # small NCCL grids that small-grid names are launched from there
+    doc = _analyze("kineto/hta_ddp_v100_rank1.json.gz", monkeypatch, tmp_path)
+    assert doc["captures"][0]["nvtx_paths"][0]["path"] == "user_annotation:nccl:all_reduce"
+    [small] = [f for f in doc["findings"] if f["rule_name"] == "small-grid"]
+    assert small["regions"][0]["path"] == "user_annotation:nccl:all_reduce"
+
+
 def test_capture_without_nvtx_has_no_regions(monkeypatch, tmp_path):
-    doc = _analyze("pipit_cloverleaf_a100.sqlite", monkeypatch, tmp_path)
+    doc = _analyze("nsys/pipit_cloverleaf_a100.sqlite", monkeypatch, tmp_path)
     assert doc["findings"]
     assert all(f["regions"] == [] for f in doc["findings"])
