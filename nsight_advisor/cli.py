@@ -232,10 +232,11 @@ def _progress_enabled(quiet: bool) -> bool:
               help="Trace store to build, or reuse when it holds exactly these captures unchanged (default: the "
                    "cache, $NSIGHT_ADVISOR_CACHE, else $XDG_CACHE_HOME/nsight-advisor, else ~/.cache/nsight-advisor).")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache (or --store) already holds the captures.")
-@click.option("--window", metavar="START:END|NVTX", default=None,
+@click.option("--window", metavar="START:END|NVTX|all", default=None,
               help="Analysis window: seconds from the capture's start (either end may be left out, e.g. 2.5:), or "
-                   "the name of an NVTX range (from its first start to its last end). Default: the first to the "
-                   "last GPU operation.")
+                   "the name of an NVTX range (from its first start to its last end), or 'all' (the first to the "
+                   "last GPU operation). Default: the steady state (from the first iteration after the warm-up to "
+                   "the last GPU operation) where iterations are found, else all.")
 @click.option("--gpu", "gpu_model", metavar="MODEL", default=None,
               help="GPU model for captures that do not name their GPU (e.g. 'H100 SXM', 'A100 80GB SXM4', 'V100 "
                    "SXM2'); fills only what the capture leaves unknown. Also [gpu] model in the config.")

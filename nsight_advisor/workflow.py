@@ -312,7 +312,7 @@ def _unread_by_rules(settings: dict) -> frozenset[str]:
 
     try:
         read = rules_reading(DEFERRABLE, rules_dirs=settings["rules_dirs"], config_path=settings["config_path"])
-        if settings.get("window") and ":" not in str(settings["window"]):
+        if settings.get("window") and ":" not in str(settings["window"]) and str(settings["window"]).strip() != "all":
             read.add("nvtx_ranges")  # --window names an NVTX range
     except Exception:  # noqa: BLE001 - a broken rule or config is reported by the analysis itself
         return frozenset()

@@ -37,7 +37,9 @@ def hostile_result(n_findings: int = 4, evidence_rows: int = 30) -> AnalysisResu
             impact_pct=12.5 / (i + 1), evidence=rows[:20],
             evidence_columns=["name", "launches", "blocks", "sm_count", "blocks_per_sm", "impact_ns"],
             evidence_total_rows=evidence_rows, principles=[PRINCIPLE], fix=f"Launch more blocks than {name} does.",
-            category="launch", observed=2 / 108, threshold=1.0))
+            category="launch", observed=2 / 108, threshold=1.0,
+            regions=[{"path": f"train/{name}", "share_pct": 60.0, "impact_ns": 600_000 * (n_findings - i)},
+                     {"path": "(other)", "share_pct": 40.0, "impact_ns": 400_000 * (n_findings - i)}]))
     outcomes = [Outcome(f.rule_id, f.rule_name, "findings", findings=1) for f in findings]
     outcomes += [
         Outcome("NA201", "uncoalesced-<b>access</b>", "skipped", reason="no ncu_metrics rows for <this> capture",
@@ -67,5 +69,8 @@ def hostile_result(n_findings: int = 4, evidence_rows: int = 30) -> AnalysisResu
     return AnalysisResult(
         tool={"name": "nsight-advisor", "version": "0.1.0"},
         captures=[{"capture_id": 1, "source_name": "<script>alert(5)</script>.sqlite", "tool": "nsys",
-                   "tool_version": "2024.5.1", "format": "nsys-sqlite", "duration_ns": 8_000_000}],
+                   "tool_version": "2024.5.1", "format": "nsys-sqlite", "duration_ns": 8_000_000,
+                   # NVTX ranges are named by the program: as hostile as kernel names
+                   "nvtx_paths": [{"path": f"train/{n}", "gpu_ns": 1_000_000 // (i + 1), "ops": 10 * (i + 1),
+                                   "share_pct": 10.0} for i, n in enumerate(HOSTILE_NAMES)]}],
         findings=findings, outcomes=outcomes, summary=summary)

@@ -195,7 +195,9 @@ def test_sync_at_exit_is_info_and_drained_queues_cost_their_bubble(traces_dir):
     [f] = findings("nsys/csc746_vecadd.sqlite", "sync-stall")
     assert f.severity == "info"  # the one cudaDeviceSynchronize waits for the only kernel, at the end
     [f] = findings("nsys/pipit_cloverleaf_a100.sqlite", "sync-stall")
-    assert f.evidence[0]["calls"] == 1312 and f.impact_ns > 10_000_000
+    # the steady window starts at the first of its 10 time steps: the drained queues cost 7.6 ms there (12.0 ms
+    # with --window all, the field setup's synchronizations before the first step included)
+    assert f.evidence[0]["calls"] == 1312 and f.impact_ns > 5_000_000
 
 
 def test_gpu_idle_gaps_are_found_where_nsys_sees_low_utilization(traces_dir):

@@ -97,7 +97,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor import __version__
     from nsight_advisor.engine import accounting
     from nsight_advisor.engine.gpu_override import apply_gpu_override
-    from nsight_advisor.engine.iterations import find_iterations
+    from nsight_advisor.engine.pacing import find_pacing, mark_paced, reword_paced
+    from nsight_advisor.engine.regions import attach_regions
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
     from nsight_advisor.engine.summary import build_summary
     from nsight_advisor.progress import Progress
@@ -107,8 +108,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     gpu_notes = apply_gpu_override(con, capture_ids, gpu)
     captures = read_captures(con, capture_ids)
     disable_external_access(con)
-    accounting.prepare(con, capture_ids, window)
-    iterations = {cid: find_iterations(con, cid) for cid in capture_ids}
+    iterations = accounting.prepare(con, capture_ids, window)
     findings, outcomes = [], []
     # One status line on a terminal, drawn only once the rules have taken over a second.
     with Progress("rules", len(rules) + 1, enabled=progress) as bar:
@@ -123,13 +123,20 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
             bar.step(f"{rule.id} {rule.name}")
         summary = build_summary(con, list(capture_ids))
         bar.step("summary")
+    pacing = {cid: find_pacing(con, cid, iterations.get(cid)) for cid in capture_ids}
+    mark_paced(findings, pacing)
     findings, accounts = settle_impacts(con, captures, findings)
+    reword_paced(findings, pacing)
+    breakdowns = attach_regions(con, captures, findings)
     public = []
     for c in captures:
         cap = _public_capture(c)
         cap["accounting"] = accounts.get(c["capture_id"], [])
         found = iterations.get(c["capture_id"])
         cap["iterations"] = found.public() if found is not None else None
+        paced = pacing.get(c["capture_id"])
+        cap["pacing"] = paced.public() if paced is not None else None
+        cap["nvtx_paths"] = breakdowns.get(c["capture_id"], [])
         if gpu_notes.get(c["capture_id"]):
             cap["gpu_notes"] = gpu_notes[c["capture_id"]]
         public.append(cap)

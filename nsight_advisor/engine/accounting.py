@@ -35,8 +35,11 @@ class WindowSpec:
     start_s: float | None = None
     end_s: float | None = None
     nvtx_range: str | None = None
+    whole: bool = False
 
     def describe(self) -> str:
+        if self.whole:
+            return "first to last GPU operation (--window all)"
         if self.nvtx_range is not None:
             return f"NVTX range '{self.nvtx_range}' (--window)"
         return f"{_fmt_s(self.start_s, '0')} s to {_fmt_s(self.end_s, 'end')} s of the capture (--window)"
@@ -47,9 +50,12 @@ def _fmt_s(value: float | None, default: str) -> str:
 
 
 def parse_window(text: str | None) -> WindowSpec | None:
-    """``START:END`` in seconds from the capture's start (either may be empty), else an NVTX range name."""
+    """``START:END`` in seconds from the capture's start (either may be empty), ``all`` for the whole capture (no
+    steady-state window), else an NVTX range name."""
     if text is None or not text.strip():
         return None
+    if text.strip() == "all":
+        return WindowSpec(whole=True)
     match = _SECONDS.match(text)
     if match:
         start = float(match.group(1)) if match.group(1) else None
@@ -60,17 +66,36 @@ def parse_window(text: str | None) -> WindowSpec | None:
     return WindowSpec(nvtx_range=text.strip())
 
 
-def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], window: WindowSpec | None = None) -> None:
-    """Set the analysis window (when given) and materialize :data:`MATERIALIZED_VIEWS` as temp tables.
+def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
+            window: WindowSpec | None = None) -> dict[int, Any]:
+    """Set the analysis window and materialize :data:`MATERIALIZED_VIEWS` as temp tables; returns each capture's
+    :class:`~nsight_advisor.engine.iterations.Iterations` (or None).
+
+    Without ``window``, a capture whose iterations were found is judged from its first steady iteration
+    (nsight_advisor.engine.steady); ``--window all`` (``WindowSpec(whole=True)``) keeps the default window.
 
     A window that selects nothing in a capture (no such NVTX range) leaves that capture on its default window:
     the report's accounting names the window each capture got.
     """
-    if window is not None:
+    from nsight_advisor.engine.iterations import find_iterations
+    from nsight_advisor.engine.steady import apply_steady_window
+
+    chosen = window is not None and not window.whole
+    if chosen:
         _set_window(con, capture_ids, window)
+    iterations: dict[int, Any] = {}
     for view in MATERIALIZED_VIEWS:
-        if view == "analysis_window" and window is not None:
-            continue  # the user's window is the temp table already
+        if view == "analysis_window":
+            if not chosen:
+                con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}")
+                if window is not None:
+                    con.execute(f"update analysis_window set source = {sql_params.literal(window.describe())}")
+            # the iterations come from the whole default window (or the user's); the rest of the views from the
+            # steady state when no window was given
+            iterations = {cid: find_iterations(con, cid) for cid in capture_ids}
+            if window is None:
+                apply_steady_window(con, iterations)
+            continue
         if view == "cuda_api_calls" and not _has_nested_calls(con, capture_ids):
             # nothing to deduplicate (the usual case): the calls with their class through a join with the few
             # distinct names, instead of a copy of every call
@@ -83,6 +108,7 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], window: 
                 left join _na_api_classes c on c.base_name is not distinct from a.base_name""")
             continue
         con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}")
+    return iterations
 
 
 def _has_nested_calls(con, capture_ids: Sequence[int]) -> bool:

@@ -18,7 +18,7 @@ IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "h
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 5
+REPORT_SCHEMA_VERSION = 6
 
 
 @dataclass
@@ -60,6 +60,10 @@ class Finding:
     # The [[waive]] entry matching this finding (engine/waivers.py): status active (kept out of --fail-on) or
     # expired (reported, no longer applied); None when none matches.
     waiver: dict[str, Any] | None = None
+    # Where in the program the impact lies: [{path, share_pct, impact_ns}], NVTX paths with the largest shares,
+    # then '(other)' and '(no NVTX range)'; empty when the capture has no NVTX ranges or the operations behind the
+    # finding cannot be told (nsight_advisor.engine.regions).
+    regions: list[dict[str, Any]] = field(default_factory=list)
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

@@ -178,6 +178,8 @@ def evidence_table(finding: Mapping[str, Any], limits: Limits) -> dict[str, Any]
 
 def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
     """The analysis as the report shows it: ranked, bounded findings; ordered outcomes; header facts."""
+    from nsight_advisor.report.regions_view import finding_regions
+
     data = as_dict(result)
     tool = jsonable(data.get("tool") or {})
     captures = [c for c in jsonable(data.get("captures") or []) if isinstance(c, Mapping)]
@@ -229,6 +231,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "principles": principles[:10],
             "evidence": evidence_table(f, limits),
             "waiver": clip(waiver_text(f.get("waiver")), limits.text_chars),
+            "regions": finding_regions(f),
         })
 
     outcomes = [o for o in jsonable(data.get("outcomes") or []) if isinstance(o, Mapping)]

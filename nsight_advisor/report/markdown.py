@@ -198,6 +198,9 @@ def _finding(f: dict[str, Any]) -> list[str]:
     if message and impact and not message.endswith((".", "!", "?", ")")):
         message += "."
     out.append(message + impact)
+    if f["regions"]:
+        out.append("")
+        out.append("**Where:** " + ", ".join(f"{md_escape(r['path'])} {r['share']}" for r in f["regions"][:3]))
     if f["observed"] or f["threshold"]:
         out.append("")
         out.append(f"Observed **{md_escape(f['observed'] or '–')}** against threshold **{md_escape(f['threshold'] or '–')}**.")

@@ -123,7 +123,8 @@ from memsets;
 -- @view analysis_window
 -- The span of each capture that the time accounting and the rules judge: by default from the start of the first
 -- GPU operation to the end of the last one (one-time work before the first operation is reported apart, as
--- before_window_ns). `analyze --window` replaces it for one analysis.
+-- before_window_ns). An analysis starts it at the steady state where iterations are found, and `analyze --window`
+-- replaces it (docs/impact.md).
 -- @column capture_id Capture (captures.capture_id).
 -- @column start_ns Window start, ns.
 -- @column end_ns Window end, ns.
