@@ -14,6 +14,8 @@ import re
 import string
 from typing import Any, Mapping, Sequence
 
+from nsight_advisor.text import format_duration_ns
+
 #: The largest width or precision a format spec may ask for.
 MAX_WIDTH = 200
 
@@ -44,6 +46,8 @@ class MessageFormatter(string.Formatter):
             return "n/a"
         if isinstance(value, decimal.Decimal):
             value = float(value)
+        if format_spec == "time":  # a duration in ns, written as people read it: '4.49 ms'
+            return format_duration_ns(value)
         try:
             return super().format_field(value, format_spec)
         except (ValueError, TypeError):
