@@ -14,6 +14,7 @@ from nsight_advisor import workflow
 from nsight_advisor.report.html import render_html
 from nsight_advisor.report.markdown import render_markdown
 from nsight_advisor.store import connect
+from nsight_advisor.text import format_duration_ns
 
 DLRM = sorted((TRACES / "kineto" / "dlrm_8rank").glob("*.pt.trace.json.gz"))
 MFU_BEFORE = TRACES / "nsys" / "nsys_ai_mfu_2gpu_before.sqlite"
@@ -194,7 +195,7 @@ def test_mfu_pair_exposed_communication_per_rank_never_counts_a_wait_twice():
         exposed = {f["device_id"]: f for f in doc["findings"] if f["rule_name"] == "exposed-communication"}
         assert set(exposed) == {0, 1}
         for d, f in exposed.items():
-            assert f"communicates {comm[d]} ns with no compute running" in f["message"]
+            assert f"communicates {format_duration_ns(comm[d])} with no compute running" in f["message"]
     # the skew flips: before, rank 0 waits longest; after, rank 1
     waits = {side: {f["device_id"]: f["impact_ns"] for f in doc["findings"] if f["rule_name"] == "collective-straggler"}
              for side, doc in docs.items()}
