@@ -201,6 +201,10 @@ def _finding(f: dict[str, Any]) -> list[str]:
     if f["regions"]:
         out.append("")
         out.append("**Where:** " + ", ".join(f"{md_escape(r['path'])} {r['share']}" for r in f["regions"][:3]))
+    if f.get("source"):
+        out.append("")
+        out.append("**Source:** " + ", ".join(f"{md_escape(s['symbol'])} ({md_escape(s['module'])}, {s['count']})"
+                                            for s in f["source"]))
     if f["observed"] or f["threshold"]:
         out.append("")
         out.append(f"Observed **{md_escape(f['observed'] or '–')}** against threshold **{md_escape(f['threshold'] or '–')}**.")
