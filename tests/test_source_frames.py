@@ -128,6 +128,9 @@ def test_a_capture_without_backtraces_says_how_to_record_them():
     assert "--python-backtrace=cuda" in missing["backtraces"]
     html = render(result, "html")
     assert html.count("--cudabacktrace=all") == 1  # once per capture, not per finding
+    md = render(result, "md")
+    assert md.count("--cudabacktrace=all") == 1 and "No backtraces recorded" in md
+    assert "No backtraces recorded" not in render(workflow.analyze([_need(CLOVERLEAF)], use_cache=False), "md")
 
 
 def test_cuda_callchains_are_read_like_osrt_ones(tmp_path):
