@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ impo
 __version__ = "0.1.0"
 
 #: Bumped whenever the normalized schema changes; cached stores of another version are rebuilt.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 __all__ = ["open", "Analysis", "__version__", "SCHEMA_VERSION"]
 

@@ -49,7 +49,7 @@ def test_info_json_on_real_export(tmp_path: Path, h100: Path) -> None:
     assert cap["tool"] == "nsys" and cap["tool_version"] == "2026.2.1.210"
     assert cap["rows"]["kernels"] == 3442 and cap["rows"]["nvtx_ranges"] == 16782
     assert [g["device_id"] for g in cap["gpus"]] == [0, 1]
-    assert {m["data"] for m in cap["missing"]} == {"gpus", "gpu_metrics"}
+    assert {m["data"] for m in cap["missing"]} == {"gpus", "gpu_metrics", "backtraces"}
     assert cap["duration_ns"] > 0
 
 

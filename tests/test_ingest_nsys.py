@@ -18,24 +18,24 @@ COUNTED = ("gpus", "kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_
 # Rows per normalized table and the data recorded as missing, per export (counts cross-checked with the
 # row counts in ../shared/traces/README.md; memfusion's 60 NVTX rows include 1 domain-creation event).
 EXPECTED = {
-    "cardiac_sim": ((1, 0, 0, 0, 0, 0, 0, 0), {"api_calls", "kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics"}),
-    "csc746_vecadd": ((1, 1, 7, 18432, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
+    "cardiac_sim": ((1, 0, 0, 0, 0, 0, 0, 0), {"api_calls", "kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics", "backtraces"}),
+    "csc746_vecadd": ((1, 1, 7, 18432, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics", "backtraces"}),
     "cuda_perf_sandbox": ((1, 1, 15, 3, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
     "cutlass_benchmark": ((4, 6, 21, 4, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
-    "fuser_h200_matmul": ((1, 19, 968, 1, 1, 1, 652, 0), {"gpu_metrics"}),
+    "fuser_h200_matmul": ((1, 19, 968, 1, 1, 1, 652, 0), {"gpu_metrics", "backtraces"}),
     "jorgedavyd_cuda": ((1, 1, 11, 3, 0, 0, 0, 0), {"memsets", "syncs", "nvtx_ranges", "gpu_metrics"}),
-    "memfusion": ((4, 36, 5668, 4, 0, 2, 59, 0), {"memsets", "gpu_metrics"}),
-    "nsu_v100_openacc": ((4, 1000, 2031, 4, 3, 1005, 0, 0), {"nvtx_ranges", "gpu_metrics"}),
-    "nsys_ai_h100_2gpu_1s": ((2, 3442, 5796, 904, 22, 244, 16782, 0), {"gpus", "gpu_metrics"}),
+    "memfusion": ((4, 36, 5668, 4, 0, 2, 59, 0), {"memsets", "gpu_metrics", "backtraces"}),
+    "nsu_v100_openacc": ((4, 1000, 2031, 4, 3, 1005, 0, 0), {"nvtx_ranges", "gpu_metrics", "backtraces"}),
+    "nsys_ai_h100_2gpu_1s": ((2, 3442, 5796, 904, 22, 244, 16782, 0), {"gpus", "gpu_metrics", "backtraces"}),
     # counts from SQLite's own count(*) of each export table (NVTX: event types 34, 59 and 60); no TARGET_INFO_GPU,
     # two devices recovered from the kernels' deviceId
-    "nsys_ai_mfu_2gpu_after": ((2, 3587, 6682, 904, 242, 334, 17113, 0), {"gpus", "gpu_metrics"}),
-    "nsys_ai_mfu_2gpu_before": ((2, 4010, 7466, 1020, 269, 366, 19118, 0), {"gpus", "gpu_metrics"}),
-    "nsys_ai_mock": ((1, 2, 9, 1, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
+    "nsys_ai_mfu_2gpu_after": ((2, 3587, 6682, 904, 242, 334, 17113, 0), {"gpus", "gpu_metrics", "backtraces"}),
+    "nsys_ai_mfu_2gpu_before": ((2, 4010, 7466, 1020, 269, 366, 19118, 0), {"gpus", "gpu_metrics", "backtraces"}),
+    "nsys_ai_mock": ((1, 2, 9, 1, 0, 1, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics", "backtraces"}),
     "pipit_cloverleaf_a100": ((4, 1312, 3048, 279, 0, 1312, 0, 0), {"memsets", "nvtx_ranges", "gpu_metrics"}),
-    "recon_stream": ((4, 5, 24, 1, 1, 0, 0, 0), {"syncs", "nvtx_ranges", "gpu_metrics"}),
-    "sgemm_practice": ((1, 0, 2307, 0, 0, 81, 0, 0), {"kernels", "memcpys", "memsets", "nvtx_ranges", "gpu_metrics"}),
-    "tutorial_vqe": ((8, 0, 11, 0, 0, 0, 0, 0), {"kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics"}),
+    "recon_stream": ((4, 5, 24, 1, 1, 0, 0, 0), {"syncs", "nvtx_ranges", "gpu_metrics", "backtraces"}),
+    "sgemm_practice": ((1, 0, 2307, 0, 0, 81, 0, 0), {"kernels", "memcpys", "memsets", "nvtx_ranges", "gpu_metrics", "backtraces"}),
+    "tutorial_vqe": ((8, 0, 11, 0, 0, 0, 0, 0), {"kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics", "backtraces"}),
     "uvmtorch": ((1, 0, 2, 0, 0, 0, 0, 0), {"kernels", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics"}),
 }
 
@@ -73,6 +73,8 @@ def test_ingest_rows_and_missing(export: Path, store) -> None:
     if "nvtx_ranges" in missing:
         assert options["nvtx_ranges"] == "nsys profile --trace=nvtx"
     assert options["gpu_metrics"] == "nsys profile --gpu-metrics-devices=all"
+    if "backtraces" in missing:
+        assert "--backtrace=dwarf" in options["backtraces"] and "--cudabacktrace=all" in options["backtraces"]
     cap = store.execute("SELECT tool, format, tool_version, start_ns, end_ns, duration_ns FROM captures").fetchone()
     assert cap[:2] == ("nsys", "nsys-sqlite")
     if cap[3] is not None:

@@ -44,6 +44,7 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
     from nsight_advisor.engine.config import apply_params, find_config, select_rules
     from nsight_advisor.engine.gpu_override import resolve_gpu_override
     from nsight_advisor.engine.rules import load_rules
+    from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S
     from nsight_advisor.engine.waivers import apply_waivers, check_rules
 
@@ -99,6 +100,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.gpu_override import apply_gpu_override
     from nsight_advisor.engine.pacing import find_pacing, mark_paced, reword_paced
     from nsight_advisor.engine.regions import attach_regions
+    from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
     from nsight_advisor.engine.summary import build_summary
     from nsight_advisor.progress import Progress
@@ -128,6 +130,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     findings, accounts = settle_impacts(con, captures, findings)
     reword_paced(findings, pacing)
     breakdowns = attach_regions(con, captures, findings)
+    attach_source_frames(con, findings)
     public = []
     for c in captures:
         cap = _public_capture(c)

@@ -18,7 +18,7 @@ IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "h
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 6
+REPORT_SCHEMA_VERSION = 7
 
 
 @dataclass
@@ -64,6 +64,10 @@ class Finding:
     # then '(other)' and '(no NVTX range)'; empty when the capture has no NVTX ranges or the operations behind the
     # finding cannot be told (nsight_advisor.engine.regions).
     regions: list[dict[str, Any]] = field(default_factory=list)
+    # The program functions behind a host-side finding: [{symbol, module, count}], the innermost program frames of
+    # the backtraces recorded inside its API calls, most frequent first; empty without backtraces
+    # (nsight_advisor.engine.source_frames).
+    source_frames: list[dict[str, Any]] = field(default_factory=list)
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 

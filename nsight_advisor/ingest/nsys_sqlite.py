@@ -26,6 +26,7 @@ from nsight_advisor.ingest import DEFERRABLE
 from nsight_advisor.ingest.nsys_catalog import (  # noqa: F401 - ExportCatalog, read_catalog: this format's API
     ExportCatalog, attachable, load_sqlite_scanner, read_catalog, remove_copy, sql_text,
 )
+from nsight_advisor.ingest.nsys_callchains import read_callchains
 from nsight_advisor.ingest.nsys_gpus import read_gpu_metrics, read_gpus
 from nsight_advisor.ingest.nsys_kernels import read_api_calls, read_kernels, read_memcpys, read_memsets, read_syncs
 from nsight_advisor.ingest.nsys_nvtx import read_nvtx_ranges
@@ -124,6 +125,7 @@ STEPS: dict[str, Callable[[ExportReader], None]] = {
     "syncs": read_syncs,
     "nvtx_ranges": read_nvtx_ranges,
     "gpu_metrics": read_gpu_metrics,
+    "callchains": read_callchains,
     "captures": write_capture_row,
 }
 

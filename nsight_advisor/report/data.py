@@ -179,6 +179,7 @@ def evidence_table(finding: Mapping[str, Any], limits: Limits) -> dict[str, Any]
 def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
     """The analysis as the report shows it: ranked, bounded findings; ordered outcomes; header facts."""
     from nsight_advisor.report.regions_view import finding_regions
+    from nsight_advisor.report.source_view import finding_source
 
     data = as_dict(result)
     tool = jsonable(data.get("tool") or {})
@@ -232,6 +233,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "evidence": evidence_table(f, limits),
             "waiver": clip(waiver_text(f.get("waiver")), limits.text_chars),
             "regions": finding_regions(f),
+            "source": finding_source(f),
         })
 
     outcomes = [o for o in jsonable(data.get("outcomes") or []) if isinstance(o, Mapping)]

@@ -79,6 +79,9 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
         name = md_escape(clip(s.get("source_name") or f"capture {s.get('capture_id')}", 120))
         out.append(f"- **{name}**: " + ", ".join(f for f in facts if f))
         out.extend(_partition_lines(c.get("accounting")))
+        backtraces = next((m for m in s.get("missing") or [] if m.get("data") == "backtraces"), None)
+        if backtraces:  # once per capture: no finding can name its source functions
+            out.append(f"  - No backtraces recorded, so findings name no source functions: `{md_code(backtraces.get('capture_option'))}`")
     if len(r["captures"]) > 12:
         out.append(f"- … and {len(r['captures']) - 12} more captures")
     out.append("")
@@ -201,6 +204,10 @@ def _finding(f: dict[str, Any]) -> list[str]:
     if f["regions"]:
         out.append("")
         out.append("**Where:** " + ", ".join(f"{md_escape(r['path'])} {r['share']}" for r in f["regions"][:3]))
+    if f.get("source"):
+        out.append("")
+        out.append("**Source:** " + ", ".join(f"{md_escape(s['symbol'])} ({md_escape(s['module'])}, {s['count']})"
+                                            for s in f["source"]))
     if f["observed"] or f["threshold"]:
         out.append("")
         out.append(f"Observed **{md_escape(f['observed'] or '–')}** against threshold **{md_escape(f['threshold'] or '–')}**.")

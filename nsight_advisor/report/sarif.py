@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from nsight_advisor.fingerprint import FINGERPRINT_KEY, fingerprint
+from nsight_advisor.report.source_view import logical_locations
 from nsight_advisor.report.waiver_text import waiver_text
 from nsight_advisor.report.data import GUIDE_URL, PROJECT_URL, as_dict, clip, jsonable, rank_findings, safe_url
 
@@ -111,6 +112,10 @@ def render_sarif(result: Any) -> str:
                 "evidence_total_rows": max(int(f.get("evidence_total_rows") or 0), len(f.get("evidence") or [])),
             },
         }
+        frames = logical_locations(f)
+        if frames:  # the functions behind the finding: no file or line is recorded, so no physical location
+            result["locations"][0]["logicalLocations"] = frames
+            result["properties"]["source_frames"] = f.get("source_frames")
         waiver = f.get("waiver")
         if waiver:
             result["properties"]["waiver"] = waiver

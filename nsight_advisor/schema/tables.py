@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from nsight_advisor.schema.columns import (  # noqa: F401 - Column: part of this module's API
     CAPTURE_ID, DEVICE_ID, TIMES, Column, Table, cols, ids_for_text,
 )
+from nsight_advisor.schema.tables_host import HOST_TABLES
 from nsight_advisor.schema.tables_ncu import NCU_TABLES
 
 if TYPE_CHECKING:  # the rule loader reads table names without loading duckdb (fast warm `analyze`)
@@ -345,6 +346,7 @@ TABLES: tuple[Table, ...] = (
             ("est_achieved_occupancy_pct", "DOUBLE", "Estimated achieved occupancy, 0..100."),
         ),
     ),
+    *HOST_TABLES,
     *NCU_TABLES,
 )
 

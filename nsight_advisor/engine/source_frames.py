@@ -1,0 +1,138 @@
+"""The source functions behind host-side findings (``findings[].source_frames``), from the capture's backtraces.
+
+A finding whose evidence rows name a CUDA API call and the process (and thread) that made it (``api`` or
+``host_activity``, ``pid``, ``tid``: sync-stall, sync-memcpy, gpu-idle-gap) gets the backtraces recorded inside
+those calls on that thread: the OS runtime calls and CPU samples that fall within one of the calls, and the calls'
+own CUDA backtraces (host_calls, callchain_frames). Each backtrace counts once for its innermost *program* frame:
+the first frame, going outwards, that is not the CUDA runtime or driver, the C library, the profiler's injection
+or an unresolved address (:func:`is_program_frame`). The :data:`TOP_FRAMES` most frequent are kept, most frequent
+first. A capture without backtraces gives every finding an empty list; its ``capture_missing`` row says which
+``nsys profile`` option records them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Any, Iterable
+
+from nsight_advisor import sql_params
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from nsight_advisor.engine.model import Finding
+
+#: Frames listed per finding.
+TOP_FRAMES = 5
+#: Evidence columns that name the API call a finding concerns, in the order looked for.
+API_COLUMNS = ("api", "host_activity")
+
+# Symbols of the CUDA runtime (statically linked __cudartNNN too), the driver API, the C and threads libraries.
+_SKIP_SYMBOL = re.compile(r"^(_*cuda|_*cudart|cu[A-Z]|_*libcuda|_*libc|_*pthread|_*ioctl|0x[0-9a-fA-F]+$|\[)")
+# Modules whose frames are never the program's: the CUDA driver and runtime libraries, the C runtime, the
+# profiler's own injection libraries, and the kernel's vDSO.
+_SKIP_MODULE = re.compile(r"^(libcuda|libcudart|libc[.-]|libpthread|libdl|librt|ld-linux|libcupti|libToolsInjection|"
+                          r"libnvidia|\[)")
+
+
+def is_program_frame(symbol: str | None, module: str | None, unresolved: bool | None) -> bool:
+    """True for a frame of the program itself (see the module docstring for what is skipped)."""
+    if not symbol or unresolved:
+        return False
+    return not _SKIP_SYMBOL.match(symbol) and not _SKIP_MODULE.match(module_name(module))
+
+
+def module_name(module: str | None) -> str:
+    """The file name of a frame's module (its directory says where the build lay, not what it is)."""
+    return (module or "").rsplit("/", 1)[-1]
+
+
+def attach_source_frames(con: duckdb.DuckDBPyConnection, findings: Iterable[Finding]) -> None:
+    """Set ``source_frames`` on every finding whose evidence names an API call and a thread (module docstring)."""
+    by_capture: dict[int, list[Finding]] = defaultdict(list)
+    for f in findings:
+        f.source_frames = []
+        if _keys(f):
+            by_capture[f.capture_id].append(f)
+    for cid, found in by_capture.items():
+        has = sql_params.execute(con, "select count(*) from host_calls where capture_id = ?", [cid]).fetchone()[0]
+        if not has:
+            continue
+        keys = [(i, *k) for i, f in enumerate(found) for k in _keys(f)]
+        hits = _chains_inside(con, cid, keys)
+        frames = _program_frames(con, cid, {(s, c) for _, s, c, _ in hits})
+        counts: dict[int, Counter] = defaultdict(Counter)
+        for i, source, chain, n in hits:
+            frame = frames.get((source, chain))
+            if frame is not None:
+                counts[i][frame] += n
+        for i, f in enumerate(found):
+            f.source_frames = [{"symbol": sym, "module": mod, "count": n}
+                               for (sym, mod), n in sorted(counts[i].items(), key=lambda kv: (-kv[1], kv[0]))
+                               [:TOP_FRAMES]]
+
+
+def _keys(f: Finding) -> list[tuple[str, int, int | None]]:
+    """(api, pid, tid or None) of the evidence rows that name an API call and its process."""
+    keys = set()
+    for row in f.evidence:
+        api = next((row[c] for c in API_COLUMNS if isinstance(row.get(c), str)), None)
+        pid = row.get("pid")
+        if api and isinstance(pid, int):
+            tid = row.get("tid")
+            keys.add((api, pid, tid if isinstance(tid, int) else None))
+    return sorted(keys, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2]))
+
+
+def _chains_inside(con: duckdb.DuckDBPyConnection, cid: int, keys: list[tuple]) -> list[tuple]:
+    """(finding index, source, callchain id, backtraces) of the backtraces recorded inside the keyed API calls."""
+    con.execute("create or replace temp table _na_frame_keys (fi integer, api varchar, pid bigint, tid bigint)")
+    try:
+        con.executemany("insert into _na_frame_keys values (?, ?, ?, ?)", keys)
+        # Calls of one API on one thread do not overlap: the last one starting at or before a backtrace is the
+        # only one that can hold it (an ASOF join, where a range join would pair every call with every backtrace).
+        return sql_params.execute(con, """
+            with calls as (
+                select k.fi, a.pid, a.tid, a.start_ns, a.end_ns
+                from _na_frame_keys k
+                join api_calls a on a.capture_id = $cid and a.base_name = k.api and a.pid = k.pid
+                 and (k.tid is null or a.tid = k.tid)
+            ),
+            traces as (
+                select k.fi, h.source, h.callchain_id, h.pid, h.tid, h.start_ns, h.end_ns
+                from _na_frame_keys k
+                join host_calls h on h.capture_id = $cid and h.pid = k.pid and (k.tid is null or h.tid = k.tid)
+            )
+            select t.fi, t.source::varchar, t.callchain_id, count(*) as n
+            from traces t
+            asof join calls c on c.fi = t.fi and c.pid = t.pid and c.tid = t.tid and t.start_ns >= c.start_ns
+            where t.end_ns <= c.end_ns
+            group by all
+            order by all""", {"cid": cid}).fetchall()
+    finally:
+        con.execute("drop table if exists _na_frame_keys")
+
+
+def _program_frames(con: duckdb.DuckDBPyConnection, cid: int,
+                    chains: set[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, str]]:
+    """The innermost program frame (symbol, module file name) of each backtrace that has one."""
+    if not chains:
+        return {}
+    sources = sorted({s for s, _ in chains})
+    rows = sql_params.execute(con, """
+        select source::varchar, callchain_id, symbol, module, unresolved
+        from callchain_frames
+        where capture_id = $cid and source::varchar in (select unnest($sources::varchar[]))
+          and callchain_id in (select unnest($ids::bigint[]))
+        order by source, callchain_id, depth""",
+        {"cid": cid, "sources": sources, "ids": sorted({c for _, c in chains})}).fetchall()
+    out: dict[tuple[str, int], tuple[str, str]] = {}
+    for source, chain, symbol, module, unresolved in rows:
+        key = (source, chain)
+        if key in chains and key not in out and is_program_frame(symbol, module, unresolved):
+            out[key] = (symbol, module_name(module))
+    return out
+
+
+__all__ = ["attach_source_frames", "is_program_frame", "module_name", "TOP_FRAMES"]
