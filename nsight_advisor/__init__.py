@@ -20,12 +20,16 @@ __version__ = "0.1.0"
 #: Bumped whenever the normalized schema changes; cached stores of another version are rebuilt.
 SCHEMA_VERSION = 7
 
-__all__ = ["open", "Analysis", "__version__", "SCHEMA_VERSION"]
+#: The public API (nsight_advisor.api), one name per CLI command besides ``open``/``Analysis``.
+_API = ("open", "Analysis", "compare_paths", "comparison_report", "ingest", "describe", "query_text", "list_rules",
+        "show_rule", "new_rule", "run_rule_tests", "lint_rules")
+
+__all__ = [*_API, "__version__", "SCHEMA_VERSION"]
 
 
 def __getattr__(name: str):
     # The API is imported on first use: `import nsight_advisor` stays cheap for the CLI and for workers.
-    if name in ("open", "Analysis"):
+    if name in _API:
         from nsight_advisor import api
 
         return getattr(api, name)

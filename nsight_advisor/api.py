@@ -297,6 +297,64 @@ def worst_regression_pct(comparison: dict) -> float | None:
     return cmp.worst_regression_pct(comparison)
 
 
+# --- the other commands: what `ingest`, `info`, `query` and `rules` do -----------------------------------------------
+def ingest(*paths: str | Path, store: str | Path, progress: bool = False) -> list[int]:
+    """``ingest``: put captures into the DuckDB store at ``store`` (created, or extended atomically); returns the
+    capture ids they got."""
+    if not paths:
+        raise InputError("ingest: name at least one capture")
+    return workflow.ingest_to_store([Path(p) for p in paths], Path(store), progress=progress)
+
+
+def describe(path: str | Path, format: str = "text") -> str:
+    """``info``: a capture's tool and version, GPUs, duration, rows per table and what it lacks, as text or JSON
+    (never its environment tables)."""
+    return workflow.info(Path(path), format)
+
+
+def query_text(source: str | Path, sql: str, format: str = "table") -> str:
+    """``query``: read-only SQL over a store or a capture (ingested on the fly) as a table, CSV or JSON text;
+    :meth:`Analysis.query` gives the rows as a DataFrame."""
+    return workflow.query(Path(source), sql, format)
+
+
+def list_rules(rules_dirs: Sequence[str | Path] = ()) -> str:
+    """``rules list``: one line per rule (built-in and ``rules_dirs``): id, name, category, status."""
+    from nsight_advisor.engine import authoring
+
+    return authoring.list_rules(tuple(Path(d) for d in rules_dirs))
+
+
+def show_rule(rule: str, rules_dirs: Sequence[str | Path] = ()) -> str:
+    """``rules show``: one rule's docs, parameters (defaults, units) and cited principles."""
+    from nsight_advisor.engine import authoring
+
+    return authoring.show_rule(rule, tuple(Path(d) for d in rules_dirs))
+
+
+def new_rule(name: str, directory: str | Path = ".") -> str:
+    """``rules new``: scaffold a rule folder under ``directory`` that passes lint and whose example case passes."""
+    from nsight_advisor.engine import authoring
+
+    return authoring.new_rule(name, Path(directory))
+
+
+def run_rule_tests(directory: str | Path | None = None) -> tuple[str, bool]:
+    """``rules test``: run every rule's cases (the built-in rules when ``directory`` is None); the report and
+    whether all passed."""
+    from nsight_advisor.engine import authoring
+
+    return authoring.test_rules(Path(directory) if directory is not None else None)
+
+
+def lint_rules(directory: str | Path | None = None) -> tuple[str, bool]:
+    """``rules lint``: check rule folders (ids, params, SQL against the schema, evidence, docs, cases); the report
+    and whether it found nothing."""
+    from nsight_advisor.engine import authoring
+
+    return authoring.lint_rules(Path(directory) if directory is not None else None)
+
+
 _FINDINGS_CLASS = None
 
 

@@ -353,9 +353,9 @@ def ingest(captures, store_path, quiet):
     Example:
       nsight-advisor ingest rank0.sqlite rank1.sqlite --store run.duckdb
     """
-    from nsight_advisor import workflow
+    from nsight_advisor import api
 
-    ids = workflow.ingest_to_store(captures, store_path, progress=_progress_enabled(quiet))
+    ids = api.ingest(*captures, store=store_path, progress=_progress_enabled(quiet))
     click.echo(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")
 
 
@@ -369,9 +369,9 @@ def info(capture, fmt):
     Example:
       nsight-advisor info report.sqlite
     """
-    from nsight_advisor import workflow
+    from nsight_advisor import api
 
-    click.echo(workflow.info(capture, fmt))
+    click.echo(api.describe(capture, fmt))
 
 
 @main.command()
@@ -385,9 +385,9 @@ def query(source, sql, fmt):
     Example:
       nsight-advisor query report.sqlite "select name, sum(duration_ns) from kernels group by 1 order by 2 desc"
     """
-    from nsight_advisor import workflow
+    from nsight_advisor import api
 
-    click.echo(workflow.query(source, sql, fmt), nl=False)
+    click.echo(api.query_text(source, sql, fmt), nl=False)
 
 
 @main.group()
@@ -399,9 +399,9 @@ def rules() -> None:
 @click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(path_type=Path))
 def rules_list(rules_dirs):
     """One line per rule: id, name, category, status."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor import api
 
-    click.echo(authoring.list_rules(rules_dirs))
+    click.echo(api.list_rules(rules_dirs))
 
 
 @rules.command("show")
@@ -409,9 +409,9 @@ def rules_list(rules_dirs):
 @click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(path_type=Path))
 def rules_show(rule, rules_dirs):
     """Docs, parameters (defaults, units) and cited principles of one rule."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor import api
 
-    click.echo(authoring.show_rule(rule, rules_dirs))
+    click.echo(api.show_rule(rule, rules_dirs))
 
 
 @rules.command("new")
@@ -420,18 +420,18 @@ def rules_show(rule, rules_dirs):
               help="Folder to create the rule folder in.")
 def rules_new(name, directory):
     """Scaffold a rule folder that passes lint and whose example case passes."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor import api
 
-    click.echo(authoring.new_rule(name, directory))
+    click.echo(api.new_rule(name, directory))
 
 
 @rules.command("test")
 @click.argument("directory", required=False, type=click.Path(path_type=Path))
 def rules_test(directory):
     """Run every rule's cases.toml (built-in rules when no folder is given)."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor import api
 
-    text, ok = authoring.test_rules(directory)
+    text, ok = api.run_rule_tests(directory)
     click.echo(text)
     return EXIT_OK if ok else EXIT_FINDINGS
 
@@ -440,9 +440,9 @@ def rules_test(directory):
 @click.argument("directory", required=False, type=click.Path(path_type=Path))
 def rules_lint(directory):
     """Check rule folders: ids, params, SQL against the schema, evidence columns, docs, cases."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor import api
 
-    text, ok = authoring.lint_rules(directory)
+    text, ok = api.lint_rules(directory)
     click.echo(text)
     return EXIT_OK if ok else EXIT_FINDINGS
 

@@ -105,3 +105,11 @@ def test_no_module_over_500_lines():
     long = {str(p.relative_to(REPO)): n for p in [*PACKAGE.rglob("*.py"), *(REPO / "tools").rglob("*.py")]
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_the_cli_is_a_shell_over_the_api():
+    """The CLI reaches the layers only through the API (and the workflow's output helpers): it imports nothing of
+    ingest, schema, engine or report itself, and every command calls the API."""
+    imports = _graph()["nsight_advisor.cli"]
+    assert not {n for n in imports if _layer(n)}, sorted(n for n in imports if _layer(n))
+    assert "nsight_advisor.api" in imports
