@@ -239,12 +239,16 @@ def _progress_enabled(quiet: bool) -> bool:
               help="Analysis window: seconds from the capture's start (either end may be left out, e.g. 2.5:), or "
                    "the name of an NVTX range (from its first start to its last end). Default: the first to the "
                    "last GPU operation.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Where many captures are ingested: local worker processes (default) or Ray tasks.")
+@click.option("--ray-address", metavar="ADDR", default=None,
+              help="The Ray cluster for --executor ray (default: auto, the cluster this machine belongs to).")
 @click.option("--gpu", "gpu_model", metavar="MODEL", default=None,
               help="GPU model for captures that do not name their GPU (e.g. 'H100 SXM', 'A100 80GB SXM4', 'V100 "
                    "SXM2'); fills only what the capture leaves unknown. Also [gpu] model in the config.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, select, ignore, store_path,
-            no_cache, window, gpu_model, quiet):
+            no_cache, window, gpu_model, executor, ray_address, quiet):
     """Analyze captures and write a report of ranked findings.
 
     CAPTURES: Nsight Systems exports (.sqlite) or reports (.nsys-rep), Nsight Compute reports (.ncu-rep) or CSV
@@ -258,8 +262,10 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
       nsight-advisor analyze profile.ncu-rep --format sarif -o advice.sarif --fail-on error
       nsight-advisor analyze report.sqlite --set small-grid.min_blocks_per_sm=2 --ignore NA105
       nsight-advisor analyze report.sqlite --window 2.5:8 --gpu "H100 SXM"
+      nsight-advisor analyze rank*.pt.trace.json.gz --executor ray --ray-address head-node:6379
     """
     from nsight_advisor import workflow
+    from nsight_advisor.executors import executor_from_options
 
     fmt = fmt or workflow.format_from_suffix(output)
     workflow.refuse_inputs_as_output(output, [*captures, store_path])
@@ -275,6 +281,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
         window=window,
         gpu=gpu_model,
         progress=_progress_enabled(quiet),
+        executor=executor_from_options(executor, ray_address),
     )
     workflow.write_report(result, fmt, output)
     if fail_on is not None and workflow.reaches(result, fail_on):
@@ -331,8 +338,12 @@ def compare(base, head, output, fmt, fail_pct, no_cache, quiet):
 @click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--store", "store_path", required=True, type=click.Path(path_type=Path),
               help="DuckDB store to create or add to.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Where many captures are ingested: local worker processes (default) or Ray tasks.")
+@click.option("--ray-address", metavar="ADDR", default=None,
+              help="The Ray cluster for --executor ray (default: auto, the cluster this machine belongs to).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def ingest(captures, store_path, quiet):
+def ingest(captures, store_path, executor, ray_address, quiet):
     """Ingest captures into a DuckDB trace store (created or extended atomically).
 
     \b
@@ -340,8 +351,10 @@ def ingest(captures, store_path, quiet):
       nsight-advisor ingest rank0.sqlite rank1.sqlite --store run.duckdb
     """
     from nsight_advisor import workflow
+    from nsight_advisor.executors import executor_from_options
 
-    ids = workflow.ingest_to_store(captures, store_path, progress=_progress_enabled(quiet))
+    ids = workflow.ingest_to_store(captures, store_path, progress=_progress_enabled(quiet),
+                                   executor=executor_from_options(executor, ray_address))
     click.echo(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")
 
 
