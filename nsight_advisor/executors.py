@@ -6,7 +6,6 @@ the store it builds is the same either way (normalized tables merged in capture-
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 
 from nsight_advisor.errors import InputError
@@ -36,6 +35,8 @@ def executor_from_options(kind: str | None, address: str | None = None) -> Execu
         return LOCAL
     if kind != "ray":
         raise InputError(f"--executor {kind}: expected one of {', '.join(EXECUTORS)}")
-    if importlib.util.find_spec("ray") is None:
-        raise InputError("--executor ray: Ray is not installed; pip install 'nsight-advisor[ray]'")
+    try:
+        import ray  # noqa: F401 - only whether it imports
+    except ImportError:
+        raise InputError("--executor ray: Ray is not installed; pip install 'nsight-advisor[ray]'") from None
     return Executor("ray", address or "auto")

@@ -71,26 +71,24 @@ def ingest_with_ray(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, P
                                                        os.stat(path).st_size, kill_marker)))
 
         with Progress(f"ingest {len(items)} captures on Ray", 2 * len(items), enabled=progress) as bar:
-            submit()
-            while pending:
-                cid, path, ref = pending.popleft()
-                try:
-                    outcome = _get(ray, ref, path, executor.max_retries)
-                except BaseException:
-                    ray.cancel(ref)
-                    for _cid, _path, other in pending:
-                        ray.cancel(other)
-                    raise
-                del ref
-                if isinstance(outcome, str):
-                    for _cid, _path, other in pending:
-                        ray.cancel(other)
-                    raise InputError(outcome)
-                bar.step(f"ingested {Path(path).name}")
-                merge_capture_tables(con, outcome)
-                del outcome
-                bar.step(f"merged {Path(path).name}")
+            try:
                 submit()
+                while pending:
+                    _cid, path, ref = pending[0]
+                    outcome = _get(ray, ref, path, executor.max_retries)
+                    pending.popleft()
+                    del ref
+                    if isinstance(outcome, str):
+                        raise InputError(outcome)
+                    bar.step(f"ingested {Path(path).name}")
+                    merge_capture_tables(con, outcome)
+                    del outcome
+                    bar.step(f"merged {Path(path).name}")
+                    submit()
+            except BaseException:  # a bad capture, a dead worker, Ctrl-C: what is still pending is not needed
+                for _cid, _path, other in pending:
+                    ray.cancel(other)
+                raise
     finally:
         if joined:
             ray.shutdown()
