@@ -224,6 +224,8 @@ def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: flo
     col = _quote_ident(j.column)
     part = f"partition by {_quote_ident(spec.group_by)}" if spec.group_by else ""
     group_expr = _quote_ident(spec.group_by) if spec.group_by else "null"
+    # Rows tied on order_by are ranked by the columns the evidence shows, so a run shows the same rows every time.
+    shown = ", ".join("'" + c.replace("'", "''") + "'" for c in (spec.order_by, *spec.evidence_columns))
     sql = f"""
         with na_rule_{tag} as ({base}
         ),
@@ -235,7 +237,8 @@ def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: flo
                    {group_expr} as na_group_{tag},
                    count(*) over ({part}) as na_rows_{tag},
                    coalesce(sum({_quote_ident(spec.impact_column)}) over ({part}), 0) as na_impact_{tag},
-                   row_number() over ({part} order by {_quote_ident(spec.order_by)} desc nulls last) as na_rank_{tag}
+                   row_number() over ({part} order by {_quote_ident(spec.order_by)} desc nulls last,
+                                      columns(c -> c in [{shown}])) as na_rank_{tag}
             from na_fire_{tag}
         ),
         na_grouprank_{tag} as (
