@@ -263,7 +263,23 @@ def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: flo
                                 total_impact=_to_float(r[idx[f"na_impact_{tag}"]]), rows=[], columns=user_cols)
             order.append(key)
         groups[key].rows.append({c: r[idx[c]] for c in user_cols})
+    for group in groups.values():  # the same order again in Python, which DuckDB's window did not always keep
+        group.rows.sort(key=lambda row: _ties_key(row, spec.evidence_columns))
+        group.rows.sort(key=lambda row: _sort_key(row.get(spec.order_by)), reverse=True)
     return [groups[k] for k in order]
+
+
+def _ties_key(row: dict, columns) -> tuple:
+    """The shown columns as a sort key that any mix of values (None, numbers, text, structs) can be ordered by."""
+    key = []
+    for v in (row.get(c) for c in columns):
+        if v is None:
+            key.append((2, "", 0))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            key.append((0, "", v))
+        else:
+            key.append((1, type(v).__name__, v if isinstance(v, str) else repr(v)))
+    return tuple(key)
 
 
 def _judge_in_python(con, rule: Rule, base: str, capture_id: int, time_limit_s: float) -> list[Group]:
