@@ -43,14 +43,18 @@ HTML_ROWS = 50
 def open(*paths: str | Path, store: str | Path | None = None, use_cache: bool = True, rules_dirs: Sequence = (),
          config: str | Path | None = None, overrides: Sequence[str] = (), select: Sequence[str] = (),
          ignore: Sequence[str] = (), window: str | None = None, gpu: str | None = None,
-         progress: bool = False) -> Analysis:
+         progress: bool = False, executor: str | None = None, ray_address: str | None = None) -> Analysis:
     """Open one or more captures (any format ``analyze`` reads), or one store (``.duckdb``), for analysis.
 
     ``store``: keep the trace store at this path instead of the cache. The other keywords are ``analyze``'s
     options: ``rules_dirs`` (``--rules-dir``), ``config`` (``--config``), ``overrides`` (``--set``, as
     ``"RULE.param=value"``), ``select``/``ignore`` (rule ids or names), ``window`` (``--window``), ``gpu``
-    (``--gpu``). Nothing is read until a method needs it; a path that is not there raises InputError now.
+    (``--gpu``), ``executor`` (``"local"``, the default, or ``"ray"``: where many captures are ingested) and
+    ``ray_address`` (``--ray-address``). Nothing is read until a method needs it; a path that is not there raises
+    InputError now.
     """
+    from nsight_advisor.executors import executor_from_options
+
     if not paths:
         raise InputError("open: name at least one capture or store")
     given = [Path(p) for p in paths]
@@ -58,7 +62,8 @@ def open(*paths: str | Path, store: str | Path | None = None, use_cache: bool = 
         workflow.check_input_path(path)
     store_path = Path(store) if store is not None else None
     settings = dict(rules_dirs=tuple(Path(d) for d in rules_dirs), config_path=Path(config) if config else None,
-                    overrides=tuple(overrides), select=tuple(select), ignore=tuple(ignore), window=window, gpu=gpu)
+                    overrides=tuple(overrides), select=tuple(select), ignore=tuple(ignore), window=window, gpu=gpu,
+                    executor=executor_from_options(executor, ray_address))
     return Analysis(given, store_path, use_cache=use_cache, progress=progress, settings=settings)
 
 
@@ -298,12 +303,17 @@ def worst_regression_pct(comparison: dict) -> float | None:
 
 
 # --- the other commands: what `ingest`, `info`, `query` and `rules` do -----------------------------------------------
-def ingest(*paths: str | Path, store: str | Path, progress: bool = False) -> list[int]:
-    """``ingest``: put captures into the DuckDB store at ``store`` (created, or extended atomically); returns the
-    capture ids they got."""
+def ingest(*paths: str | Path, store: str | Path, progress: bool = False, executor: str | None = None,
+           ray_address: str | None = None) -> list[int]:
+    """``ingest``: put captures into the DuckDB store at ``store`` (created, or extended atomically), many at once
+    on ``executor`` (``"local"`` worker processes, the default, or ``"ray"`` tasks at ``ray_address``); returns
+    the capture ids they got."""
+    from nsight_advisor.executors import executor_from_options
+
     if not paths:
         raise InputError("ingest: name at least one capture")
-    return workflow.ingest_to_store([Path(p) for p in paths], Path(store), progress=progress)
+    return workflow.ingest_to_store([Path(p) for p in paths], Path(store), progress=progress,
+                                    executor=executor_from_options(executor, ray_address))
 
 
 def describe(path: str | Path, format: str = "text") -> str:

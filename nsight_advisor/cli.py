@@ -237,6 +237,10 @@ def _progress_enabled(quiet: bool) -> bool:
                    "the name of an NVTX range (from its first start to its last end), or 'all' (the first to the "
                    "last GPU operation). Default: the steady state (from the first iteration after the warm-up to "
                    "the last GPU operation) where iterations are found, else all.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Where many captures are ingested: local worker processes (default) or Ray tasks.")
+@click.option("--ray-address", metavar="ADDR", default=None,
+              help="The Ray cluster for --executor ray (default: auto, the cluster this machine belongs to).")
 @click.option("--gpu", "gpu_model", metavar="MODEL", default=None,
               help="GPU model for captures that do not name their GPU (e.g. 'H100 SXM', 'A100 80GB SXM4', 'V100 "
                    "SXM2'); fills only what the capture leaves unknown. Also [gpu] model in the config.")
@@ -245,7 +249,7 @@ def _progress_enabled(quiet: bool) -> bool:
                    "section with what `compare BASELINE CAPTURES` says.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, select, ignore, store_path,
-            no_cache, window, gpu_model, baseline, quiet):
+            no_cache, window, gpu_model, baseline, executor, ray_address, quiet):
     """Analyze captures and write a report of ranked findings.
 
     CAPTURES: Nsight Systems exports (.sqlite) or reports (.nsys-rep), Nsight Compute reports (.ncu-rep) or CSV
@@ -259,6 +263,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
       nsight-advisor analyze profile.ncu-rep --format sarif -o advice.sarif --fail-on error
       nsight-advisor analyze report.sqlite --set small-grid.min_blocks_per_sm=2 --ignore NA105
       nsight-advisor analyze report.sqlite --window 2.5:8 --gpu "H100 SXM"
+      nsight-advisor analyze rank*.pt.trace.json.gz --executor ray --ray-address head-node:6379
     """
     from nsight_advisor import api, workflow
 
@@ -276,6 +281,8 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
         window=window,
         gpu=gpu_model,
         progress=_progress_enabled(quiet),
+        executor=executor,
+        ray_address=ray_address,
     )
     result = run.result
     if baseline:
@@ -345,8 +352,12 @@ def compare(sides, base, head, output, fmt, fail_pct, no_cache, config_path, qui
 @click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--store", "store_path", required=True, type=click.Path(path_type=Path),
               help="DuckDB store to create or add to.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
+              help="Where many captures are ingested: local worker processes (default) or Ray tasks.")
+@click.option("--ray-address", metavar="ADDR", default=None,
+              help="The Ray cluster for --executor ray (default: auto, the cluster this machine belongs to).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def ingest(captures, store_path, quiet):
+def ingest(captures, store_path, executor, ray_address, quiet):
     """Ingest captures into a DuckDB trace store (created or extended atomically).
 
     \b
@@ -355,7 +366,8 @@ def ingest(captures, store_path, quiet):
     """
     from nsight_advisor import api
 
-    ids = api.ingest(*captures, store=store_path, progress=_progress_enabled(quiet))
+    ids = api.ingest(*captures, store=store_path, progress=_progress_enabled(quiet), executor=executor,
+                     ray_address=ray_address)
     click.echo(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")
 
 

@@ -40,17 +40,25 @@ def usable_cores() -> int:
 
 
 def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *, work_dir: Path,
-                progress: bool = False, max_workers: int | None = None, defer: Collection[str] = ()) -> None:
+                progress: bool = False, max_workers: int | None = None, defer: Collection[str] = (),
+                executor=None) -> None:
     """Ingest every ``(capture_id, path)`` into the store behind ``con``, in parallel when there are cores.
 
     The first capture is ingested in this process, straight into the store, while worker processes
     ingest the others into temporary stores in ``work_dir`` (on the store's file system, since they can
     be as large as the captures); those are merged in capture-id order and removed before this
     returns, whatever happens. ``defer``: tables the caller will not read (see ``ingest_capture``).
+    ``executor``: an :class:`nsight_advisor.executors.Executor`; with ``kind == "ray"`` every capture is
+    ingested as a Ray task instead (:mod:`nsight_advisor.ray_ingest`), into the same store.
     """
     from nsight_advisor.ingest import ingest_capture, ingest_captures
 
     items = [(cid, Path(p)) for cid, p in items]
+    if executor is not None and executor.kind == "ray":
+        from nsight_advisor.ray_ingest import ingest_with_ray
+
+        ingest_with_ray(con, items, executor, progress=progress, defer=defer)
+        return
     workers = min(len(items), max_workers or usable_cores())
     if workers <= 1:
         ingest_captures(con, items, progress=progress, defer=defer)

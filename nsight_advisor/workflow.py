@@ -76,8 +76,8 @@ def refuse_inputs_as_output(output: Path | None, inputs: Iterable[Path], what: s
             raise InputError(f"{output}: is an input ({item}); the {what} would overwrite it, give another path")
 
 
-def ingest_to_store(paths: Iterable[Path], store_path: Path, *, progress: bool = False) -> list[int]:
-    """Ingest captures into the store at ``store_path`` (created or extended atomically), in parallel when many."""
+def ingest_to_store(paths: Iterable[Path], store_path: Path, *, progress: bool = False, executor=None) -> list[int]:
+    """Ingest captures into ``store_path`` (created or extended atomically), in parallel on ``executor`` if many."""
     from nsight_advisor.parallel_ingest import ingest_many
     from nsight_advisor.store import atomic_store, next_capture_id
 
@@ -88,7 +88,7 @@ def ingest_to_store(paths: Iterable[Path], store_path: Path, *, progress: bool =
     with store_cache.build_lock(target, progress=progress), atomic_store(target) as con:
         first = next_capture_id(con)
         ids = list(range(first, first + len(resolved)))
-        ingest_many(con, list(zip(ids, resolved)), work_dir=target.parent, progress=progress)
+        ingest_many(con, list(zip(ids, resolved)), work_dir=target.parent, progress=progress, executor=executor)
     return ids
 
 
@@ -144,7 +144,7 @@ def check_store_target(target: Path, given: Path) -> None:
         raise InputError(f"{given}: not a regular file (a pipe, socket or device); give a store file name (.duckdb)")
 
 
-def _load(plan: _Plan, *, use_cache: bool, progress: bool,
+def _load(plan: _Plan, *, use_cache: bool, progress: bool, executor=None,
           unread: frozenset[str] = frozenset()) -> tuple[duckdb.DuckDBPyConnection, list[int], Path]:
     """Open or build the store of ``plan``.
 
@@ -171,7 +171,7 @@ def _load(plan: _Plan, *, use_cache: bool, progress: bool,
                 # A cache entry is ours, whatever is in it (a damaged one is rebuilt); a --store is the user's.
                 if not plan.keyed:
                     _check_owned(plan.given, target, resolved)
-                _ingest_fresh(resolved, target, progress, defer)
+                _ingest_fresh(resolved, target, progress, defer, executor)
                 if plan.keyed:
                     for stale in store_cache.remove_stale_versions(target):
                         result_cache.forget_store(stale)
@@ -211,14 +211,13 @@ def _capture_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
     return [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY capture_id").fetchall()]
 
 
-def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer: frozenset[str] = frozenset()) -> None:
+def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer=frozenset(), executor=None) -> None:
     """Build a new store holding ``paths`` (capture ids 1..n) and rename it over ``store_path``."""
     from nsight_advisor.parallel_ingest import ingest_many
 
     items = list(zip(range(1, len(paths) + 1), paths))
-    store_cache.build_store(
-        store_path,
-        lambda con: ingest_many(con, items, work_dir=store_path.parent, progress=progress, defer=defer))
+    store_cache.build_store(store_path, lambda con: ingest_many(
+        con, items, work_dir=store_path.parent, progress=progress, defer=defer, executor=executor))
 
 
 #: DuckDB memory for the rules and the summary; beyond it DuckDB evicts cached blocks and spills, so the
@@ -239,13 +238,13 @@ def _bound_memory(con: duckdb.DuckDBPyConnection, spill: Path | None = None) -> 
 
 
 def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides=(), select=(), ignore=(),
-            store_path=None, use_cache=True, progress=False, window=None, gpu=None):
+            store_path=None, use_cache=True, progress=False, window=None, gpu=None, executor=None):
     """Ingest (or reuse) the captures and run every selected rule; returns an AnalysisResult.
 
     With several captures the result's ``summary["combined"]`` holds the combined view (slowest
     capture, findings merged across captures): see :mod:`nsight_advisor.combined_view`. With
     ``use_cache``, the result of an identical earlier analysis (same store file, rules and settings) is
-    reused: see :mod:`nsight_advisor.result_cache`.
+    reused: see :mod:`nsight_advisor.result_cache`. ``executor``: where many captures are ingested.
     """
     from nsight_advisor.combined_view import combined_view
     from nsight_advisor.engine import run_analysis
@@ -260,7 +259,8 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
             result_cache.result_key(plan.target, list(range(1, len(plan.inputs) + 1)), **settings))
         if cached is not None:
             return cached
-    con, ids, store = _load(plan, use_cache=use_cache, progress=progress, unread=_unread_by_rules(settings))
+    con, ids, store = _load(plan, use_cache=use_cache, progress=progress, unread=_unread_by_rules(settings),
+                            executor=executor)
     spill = None
     try:
         key = result_cache.result_key(store, ids, **settings)

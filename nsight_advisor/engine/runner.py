@@ -224,6 +224,8 @@ def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: flo
     col = _quote_ident(j.column)
     part = f"partition by {_quote_ident(spec.group_by)}" if spec.group_by else ""
     group_expr = _quote_ident(spec.group_by) if spec.group_by else "null"
+    # Rows tied on order_by are ranked by the columns the evidence shows, so a run shows the same rows every time.
+    shown = ", ".join("'" + c.replace("'", "''") + "'" for c in (spec.order_by, *spec.evidence_columns))
     sql = f"""
         with na_rule_{tag} as ({base}
         ),
@@ -235,7 +237,8 @@ def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: flo
                    {group_expr} as na_group_{tag},
                    count(*) over ({part}) as na_rows_{tag},
                    coalesce(sum({_quote_ident(spec.impact_column)}) over ({part}), 0) as na_impact_{tag},
-                   row_number() over ({part} order by {_quote_ident(spec.order_by)} desc nulls last) as na_rank_{tag}
+                   row_number() over ({part} order by {_quote_ident(spec.order_by)} desc nulls last,
+                                      columns(c -> c in [{shown}])) as na_rank_{tag}
             from na_fire_{tag}
         ),
         na_grouprank_{tag} as (
@@ -260,7 +263,23 @@ def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: flo
                                 total_impact=_to_float(r[idx[f"na_impact_{tag}"]]), rows=[], columns=user_cols)
             order.append(key)
         groups[key].rows.append({c: r[idx[c]] for c in user_cols})
+    for group in groups.values():  # the same order again in Python, which DuckDB's window did not always keep
+        group.rows.sort(key=lambda row: _ties_key(row, spec.evidence_columns))
+        group.rows.sort(key=lambda row: _sort_key(row.get(spec.order_by)), reverse=True)
     return [groups[k] for k in order]
+
+
+def _ties_key(row: dict, columns) -> tuple:
+    """The shown columns as a sort key that any mix of values (None, numbers, text, structs) can be ordered by."""
+    key = []
+    for v in (row.get(c) for c in columns):
+        if v is None:
+            key.append((2, "", 0))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            key.append((0, "", v))
+        else:
+            key.append((1, type(v).__name__, v if isinstance(v, str) else repr(v)))
+    return tuple(key)
 
 
 def _judge_in_python(con, rule: Rule, base: str, capture_id: int, time_limit_s: float) -> list[Group]:

@@ -146,8 +146,8 @@ left join measured m on m.capture_id = c.capture_id and m.job = c.job;
 -- @column aligned_end_ns end_ns plus the capture's clock offset, ns.
 -- @column skew_ns Latest aligned start minus earliest aligned start over the ranks, ns.
 -- @column wait_ns Latest aligned start minus this rank's: how long this rank's kernel waited for the last rank, ns.
--- @column last_rank The rank that arrived last (the latest start).
--- @column longest_wait_rank The rank that arrived first and so waited longest.
+-- @column last_rank The rank that arrived last (the latest start; the lowest such rank on a tie).
+-- @column longest_wait_rank The rank that arrived first and so waited longest (the lowest on a tie).
 -- @column longest_wait_ns That rank's wait (= skew_ns), ns.
 -- @column end_spread_ns Latest aligned end minus earliest aligned end, ns: how well the ends agree.
 create or replace view collective_ranks as
@@ -162,8 +162,9 @@ matched as (
            max(aligned_start_ns) over g as last_start_ns,
            min(aligned_start_ns) over g as first_start_ns,
            max(aligned_end_ns) over g - min(aligned_end_ns) over g as end_spread_ns,
-           arg_max(rank, aligned_start_ns) over g as last_rank,
-           arg_min(rank, aligned_start_ns) over g as longest_wait_rank
+           -- ranks arriving at the same nanosecond: the lowest is named, so a run names the same rank every time
+           arg_max(rank, [aligned_start_ns, -rank]) over g as last_rank,
+           arg_min(rank, [aligned_start_ns, rank]) over g as longest_wait_rank
     from ops
     window g as (partition by job, process_group, collective, "index")
 )
