@@ -257,15 +257,9 @@ class Analysis:
     def _kernel_data(self) -> tuple[dict[str, list[int]], dict]:
         """Per-launch kernel durations and the Nsight Compute kernels' metrics, read from this run's store."""
         from nsight_advisor import compare as cmp
-        from nsight_advisor.compare_ncu import ncu_kernel_metrics
 
         self.result  # the analysis builds (or reuses) the store read below
-        con, ids = workflow.load(self.paths, store_path=self.store, use_cache=self.use_cache,
-                                 progress=self.progress, for_rules=True)
-        try:
-            return cmp.kernel_durations(con, ids), ncu_kernel_metrics(con, ids)
-        finally:
-            con.close()
+        return cmp.side_kernels(self.paths, store_path=self.store, progress=self.progress)
 
     def _repr_html_(self) -> str:
         return self.findings()._repr_html_()

@@ -18,24 +18,17 @@ def baseline_comparison(head_result, head_paths: Sequence[Path], base_paths: Seq
     :func:`nsight_advisor.workflow.analyze`; in the cache, never in HEAD's ``--store``) against HEAD's
     ``head_result`` (whose store is ``head_store`` when one was given); returns it and BASE's analysis."""
     from nsight_advisor import workflow
-    from nsight_advisor.compare import compare_results, kernel_durations, side_name, waive_kernels
-    from nsight_advisor.compare_ncu import ncu_kernel_metrics
+    from nsight_advisor.compare import compare_results, side_kernels, side_name, waive_kernels
     from nsight_advisor.compare_sides import expand
     from nsight_advisor.engine.config import find_config
 
     base_paths = expand(base_paths, "BASE")
     base_result = workflow.analyze(base_paths, use_cache=use_cache, progress=progress, **settings)
-    durations, metrics = [], []
-    for paths, store in ((base_paths, None), (head_paths, head_store)):
-        # the analyses above just built (or reused) these stores: read them as they are, even with use_cache off
-        con, ids = workflow.load(paths, store_path=store, progress=progress, for_rules=True)
-        try:
-            durations.append(kernel_durations(con, ids))
-            metrics.append(ncu_kernel_metrics(con, ids))
-        finally:
-            con.close()
-    comparison = compare_results(base_result, head_result, *durations, base_name=side_name(base_paths),
-                                 head_name=side_name(head_paths), base_ncu=metrics[0], head_ncu=metrics[1])
+    base_durations, base_ncu = side_kernels(base_paths, progress=progress)
+    head_durations, head_ncu = side_kernels(head_paths, store_path=head_store, progress=progress)
+    comparison = compare_results(base_result, head_result, base_durations, head_durations,
+                                 base_name=side_name(base_paths), head_name=side_name(head_paths), base_ncu=base_ncu,
+                                 head_ncu=head_ncu)
     waive_kernels(comparison, find_config(settings.get("config_path")).waivers)
     return comparison, base_result
 

@@ -382,10 +382,19 @@ def analyze_side(paths: Sequence[Path], *, use_cache: bool = True, progress: boo
     from nsight_advisor import workflow
 
     result = workflow.analyze(paths, use_cache=use_cache, progress=progress, config_path=config_path)
-    # the analysis just built (or reused) the store: read it as it is, even with use_cache off
-    con, ids = workflow.load(paths, progress=progress, for_rules=True)
+    return (result, *side_kernels(paths, progress=progress))
+
+
+def side_kernels(paths: Sequence[Path], *, store_path: Path | None = None,
+                 progress: bool = False) -> tuple[dict[str, list[int]], dict]:
+    """A side's per-launch kernel durations and its Nsight Compute kernels' metrics, read from the store its
+    analysis just built or reused (``store_path``, else the cache): read as it is, even with the cache off, so
+    nothing is ingested twice."""
+    from nsight_advisor import workflow
+
+    con, ids = workflow.load(paths, store_path=store_path, progress=progress, for_rules=True)
     try:
-        return result, kernel_durations(con, ids), ncu_kernel_metrics(con, ids)
+        return kernel_durations(con, ids), ncu_kernel_metrics(con, ids)
     finally:
         con.close()
 
