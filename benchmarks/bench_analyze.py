@@ -71,7 +71,7 @@ _RULES_ON_CACHED_STORE = r"""
 import sys
 from pathlib import Path
 from nsight_advisor import workflow
-from nsight_advisor.engine import run_analysis
+from nsight_advisor.engine.analyze import run_analysis
 from nsight_advisor.report import render
 con, ids = workflow.load([Path(sys.argv[1])], for_rules=True)  # the store the cold analyze built
 con.execute(f"SET memory_limit = '{workflow.ANALYSIS_MEMORY_LIMIT}'")  # as analyze does

@@ -118,7 +118,7 @@ print(n)
 # file), so the ingest's cost beyond its own parser shows too.
 _PARSE_STDLIB = """
 import sys
-from nsight_advisor.ingest.json_stream import iter_array
+from nsight_advisor.ingest.kineto.json_stream import iter_array
 n = 0
 with open(sys.argv[1], 'rb') as fh:
     for _ in iter_array(fh, 'traceEvents'):

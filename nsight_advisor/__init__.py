@@ -15,10 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # for type checkers and editors; at run time __getattr__ imports the API on first use
     from nsight_advisor.api import Analysis, open  # noqa: F401
 
-__version__ = "0.1.0"
-
-#: Bumped whenever the normalized schema changes; cached stores of another version are rebuilt.
-SCHEMA_VERSION = 7
+from nsight_advisor.common.version import SCHEMA_VERSION, __version__  # noqa: F401 - the package's own
 
 #: The public API (nsight_advisor.api), one name per CLI command besides ``open``/``Analysis``.
 _API = ("open", "Analysis", "compare_paths", "comparison_report", "ingest", "describe", "query_text", "list_rules",

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from nsight_advisor import workflow
-from nsight_advisor.errors import InputError
-from nsight_advisor.severity import SEVERITIES
+from nsight_advisor.common.errors import InputError
+from nsight_advisor.common.severity import SEVERITIES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,7 +53,7 @@ def open(*paths: str | Path, store: str | Path | None = None, use_cache: bool = 
     ``ray_address`` (``--ray-address``). Nothing is read until a method needs it; a path that is not there raises
     InputError now.
     """
-    from nsight_advisor.executors import executor_from_options
+    from nsight_advisor.store.executors import executor_from_options
 
     if not paths:
         raise InputError("open: name at least one capture or store")
@@ -165,7 +165,7 @@ class Analysis:
     def _query(self, sql: str, fetch):
         import duckdb
 
-        from nsight_advisor.text import first_line
+        from nsight_advisor.common.text import first_line
 
         con, _ids = workflow.load(self.paths, store_path=self.store, use_cache=self.use_cache,
                                   progress=self.progress)
@@ -198,7 +198,7 @@ class Analysis:
 
     def summary_line(self, where: str | Path | None = None) -> str:
         """One line: the findings counted by severity, the top one, and where the report went."""
-        from nsight_advisor.text import printable
+        from nsight_advisor.common.text import printable
 
         findings = self.result.findings
         counts = {s: sum(1 for f in findings if f.severity == s) for s in reversed(SEVERITIES)}
@@ -217,7 +217,7 @@ class Analysis:
         """Compare this run (the base) with ``other`` (the head): comparability, time per iteration, partition,
         kernel and finding changes with their noise intervals, Nsight Compute metric deltas, this run's config
         ``regression`` waivers applied; the dict ``compare --format json`` prints."""
-        from nsight_advisor import compare as cmp
+        from nsight_advisor.compare import comparison as cmp
         from nsight_advisor.engine.config import find_config
 
         if not isinstance(other, Analysis):
@@ -243,7 +243,7 @@ class Analysis:
         """This run's report with its comparison against ``baseline`` (captures or directories of ranks, analyzed
         with this run's settings) as a section: ``analyze HEAD --baseline BASE``. Written to ``path`` too when
         given (``"-"`` is stdout). Returns the text."""
-        from nsight_advisor.baseline import baseline_comparison
+        from nsight_advisor.compare.baseline import baseline_comparison
         from nsight_advisor.report.baseline_report import render_with_baseline
 
         base_paths = [Path(p) for p in baseline]
@@ -256,7 +256,7 @@ class Analysis:
 
     def _kernel_data(self) -> tuple[dict[str, list[int]], dict]:
         """Per-launch kernel durations and the Nsight Compute kernels' metrics, read from this run's store."""
-        from nsight_advisor import compare as cmp
+        from nsight_advisor.compare import comparison as cmp
 
         self.result  # the analysis builds (or reuses) the store read below
         return cmp.side_kernels(self.paths, store_path=self.store, progress=self.progress)
@@ -270,8 +270,8 @@ def compare_paths(base: Sequence[str | Path], head: Sequence[str | Path], *, use
     """``compare``: analyze each side (one or more captures, or directories of ranks) and compare them; returns
     the comparison and both sides' analyses (AnalysisResult), which :func:`comparison_report` renders. HEAD is
     analyzed in a second process while BASE is analyzed here, when the cache is on and two cores are usable."""
-    from nsight_advisor import compare as cmp
-    from nsight_advisor.compare_sides import expand
+    from nsight_advisor.compare import comparison as cmp
+    from nsight_advisor.compare.sides import expand
 
     return cmp.compare_paths(expand([Path(p) for p in base], "BASE"), expand([Path(p) for p in head], "HEAD"),
                              use_cache=use_cache, progress=progress,
@@ -291,7 +291,7 @@ def comparison_report(comparison: dict, format: str, base: Any, head: Any) -> st
 
 def worst_regression_pct(comparison: dict) -> float | None:
     """The largest significant slowdown of a comparison in percent (the headline's or a kernel's median), or None."""
-    from nsight_advisor import compare as cmp
+    from nsight_advisor.compare import comparison as cmp
 
     return cmp.worst_regression_pct(comparison)
 
@@ -302,7 +302,7 @@ def ingest(*paths: str | Path, store: str | Path, progress: bool = False, execut
     """``ingest``: put captures into the DuckDB store at ``store`` (created, or extended atomically), many at once
     on ``executor`` (``"local"`` worker processes, the default, or ``"ray"`` tasks at ``ray_address``); returns
     the capture ids they got."""
-    from nsight_advisor.executors import executor_from_options
+    from nsight_advisor.store.executors import executor_from_options
 
     if not paths:
         raise InputError("ingest: name at least one capture")
@@ -324,21 +324,21 @@ def query_text(source: str | Path, sql: str, format: str = "table") -> str:
 
 def list_rules(rules_dirs: Sequence[str | Path] = ()) -> str:
     """``rules list``: one line per rule (built-in and ``rules_dirs``): id, name, category, status."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor.authoring import commands as authoring
 
     return authoring.list_rules(tuple(Path(d) for d in rules_dirs))
 
 
 def show_rule(rule: str, rules_dirs: Sequence[str | Path] = ()) -> str:
     """``rules show``: one rule's docs, parameters (defaults, units) and cited principles."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor.authoring import commands as authoring
 
     return authoring.show_rule(rule, tuple(Path(d) for d in rules_dirs))
 
 
 def new_rule(name: str, directory: str | Path = ".") -> str:
     """``rules new``: scaffold a rule folder under ``directory`` that passes lint and whose example case passes."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor.authoring import commands as authoring
 
     return authoring.new_rule(name, Path(directory))
 
@@ -346,7 +346,7 @@ def new_rule(name: str, directory: str | Path = ".") -> str:
 def run_rule_tests(directory: str | Path | None = None) -> tuple[str, bool]:
     """``rules test``: run every rule's cases (the built-in rules when ``directory`` is None); the report and
     whether all passed."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor.authoring import commands as authoring
 
     return authoring.test_rules(Path(directory) if directory is not None else None)
 
@@ -354,7 +354,7 @@ def run_rule_tests(directory: str | Path | None = None) -> tuple[str, bool]:
 def lint_rules(directory: str | Path | None = None) -> tuple[str, bool]:
     """``rules lint``: check rule folders (ids, params, SQL against the schema, evidence, docs, cases); the report
     and whether it found nothing."""
-    from nsight_advisor.engine import authoring
+    from nsight_advisor.authoring import commands as authoring
 
     return authoring.lint_rules(Path(directory) if directory is not None else None)
 
@@ -384,7 +384,7 @@ def _findings_frame(frame: pd.DataFrame) -> Findings:
 
 def findings_html(frame: pd.DataFrame) -> str:
     """The findings of ``frame`` as an HTML table (at most :data:`HTML_ROWS` rows), every value escaped."""
-    from nsight_advisor.text import format_duration_ns
+    from nsight_advisor.common.text import format_duration_ns
 
     cols = [c for c in ("severity", "rule_id", "rule_name", "title", "impact_ns", "impact_pct", "capture_id",
                         "device_id") if c in frame.columns]
@@ -421,7 +421,7 @@ def _arrow(frame: pd.DataFrame, json_columns: Sequence[str] = ()) -> pa.Table:
     import pandas as pd
     import pyarrow as pa
 
-    from nsight_advisor.json_values import jsonable
+    from nsight_advisor.common.json_values import jsonable
 
     frame = frame.copy()
     for column in json_columns:

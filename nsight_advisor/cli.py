@@ -20,9 +20,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import click  # noqa: E402
 
-from nsight_advisor import __version__  # noqa: E402
-from nsight_advisor.errors import NsightAdvisorError  # noqa: E402
-from nsight_advisor.text import first_line, printable  # noqa: E402
+from nsight_advisor.common.version import __version__  # noqa: E402
+from nsight_advisor.common.errors import NsightAdvisorError  # noqa: E402
+from nsight_advisor.common.text import first_line, printable  # noqa: E402
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -100,7 +100,7 @@ class _Terminated(KeyboardInterrupt):
 
 def _user_path(path: str) -> str:
     """A temporary file's path as the user knows it: the folder its run folder is in (see run_folder)."""
-    from nsight_advisor.run_folder import PREFIX
+    from nsight_advisor.common.run_folder import PREFIX
 
     marker = f"{os.sep}{PREFIX}"
     return path.split(marker, 1)[0] if marker in path else path
@@ -332,7 +332,7 @@ def compare(sides, base, head, output, fmt, fail_pct, no_cache, config_path, qui
     """
     from nsight_advisor import api
     from nsight_advisor import workflow
-    from nsight_advisor.compare_sides import resolve_sides
+    from nsight_advisor.compare.sides import resolve_sides
 
     base, head = resolve_sides(sides, base, head)
     suffix = output.suffix.lower() if output is not None else ""

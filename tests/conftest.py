@@ -47,7 +47,7 @@ def trace_param(paths: list[Path]):
 @pytest.fixture
 def memory_store():
     """An empty in-memory store with the normalized schema."""
-    from nsight_advisor.store import connect
+    from nsight_advisor.store.database import connect
 
     con = connect(None)
     yield con

@@ -1376,7 +1376,7 @@ def b_lock_held(folder: Path) -> Setup:
     capture = _copy(MOCK, folder)
     workdir = folder.parent
     env = _env(workdir)
-    where = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from nsight_advisor.store_cache "
+    where = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from nsight_advisor.store.cache "
                             "import cached_store_path; print(cached_store_path([Path(sys.argv[1]).resolve()]))",
                             str(capture)], env=env, capture_output=True, text=True, timeout=60)
     if where.returncode != 0:

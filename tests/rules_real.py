@@ -22,7 +22,7 @@ atexit.register(shutil.rmtree, _TMP, True)
 def analyzed(relpath: str):
     """(result, con) for ``../shared/traces/<relpath>``: the AnalysisResult of all built-in rules and the store."""
     from nsight_advisor import workflow
-    from nsight_advisor.engine import run_analysis
+    from nsight_advisor.engine.analyze import run_analysis
 
     path = TRACES / relpath
     store = _TMP / (path.name.replace(".", "_") + ".duckdb")

@@ -93,7 +93,7 @@ def replay(con, template_id: int, n_ranks: int, *, slow_rank: int, slow_ns: int 
 def build_store(template: Path, store: Path, n_ranks: int, *, slow_rank: int, **kw) -> dict[int, int]:
     """A store at ``store`` holding ``n_ranks`` ranks replayed from the capture file ``template``."""
     from nsight_advisor import workflow
-    from nsight_advisor.store import connect
+    from nsight_advisor.store.database import connect
 
     workflow.ingest_to_store([template], store)
     con = connect(store)

@@ -11,8 +11,8 @@ from conftest import TRACES, ncu_csvs, ncu_reports, nsys_exports, trace_param
 from rules_real import analyzed
 
 from nsight_advisor.engine.advice import CAPABILITIES, STACKS, FixClause, Profile, select_fix, text_tags
-from nsight_advisor.engine.cases import empty_store
-from nsight_advisor.errors import InputError
+from nsight_advisor.authoring.cases import empty_store
+from nsight_advisor.common.errors import InputError
 
 
 ALL_CAPTURES = nsys_exports() + ncu_reports() + ncu_csvs()
@@ -161,7 +161,7 @@ def _rule_copy(tmp_path, fix_block: str) -> Path:
 
 
 def test_lint_rejects_stack_and_capability_words_shown_too_widely(tmp_path):
-    from nsight_advisor.engine.lint import lint_folders
+    from nsight_advisor.authoring.lint import lint_folders
 
     bad = _rule_copy(tmp_path, '[finding.fix]\ntext = "Use torch.compile and BF16 activations."\n')
     _, problems = lint_folders([bad])
@@ -171,7 +171,7 @@ def test_lint_rejects_stack_and_capability_words_shown_too_widely(tmp_path):
 
 
 def test_lint_accepts_the_same_words_in_a_variant_and_a_clause(tmp_path):
-    from nsight_advisor.engine.lint import lint_folders
+    from nsight_advisor.authoring.lint import lint_folders
 
     good = _rule_copy(tmp_path, '[finding.fix]\ntext = "Launch more blocks."\n\n[finding.fix.variants]\n'
                       'pytorch = "Use torch.compile."\n\n[[finding.fix.clauses]]\ntext = "Keep activations in BF16."\n'
@@ -189,7 +189,7 @@ def test_lint_accepts_the_same_words_in_a_variant_and_a_clause(tmp_path):
 ])
 def test_malformed_fix_tables_fail_at_load_naming_the_key(tmp_path, block, message):
     from nsight_advisor.engine.rules import load_rule
-    from nsight_advisor.errors import RuleError
+    from nsight_advisor.common.errors import RuleError
 
     with pytest.raises(RuleError, match=message):
         load_rule(_rule_copy(tmp_path, block))

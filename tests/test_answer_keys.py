@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TRACES, trace_param
-from nsight_advisor.ingest.nsys_sqlite import ingest_nsys_sqlite
-from nsight_advisor.store import connect
+from nsight_advisor.ingest.nsys.export import ingest_nsys_sqlite
+from nsight_advisor.store.database import connect
 
 ANSWERS = TRACES / "answers"
 

@@ -16,7 +16,7 @@ import pytest
 import nsight_advisor
 from conftest import REPO, TRACES
 from nsight_advisor.api import findings_html
-from nsight_advisor.errors import InputError
+from nsight_advisor.common.errors import InputError
 
 SAMPLE = REPO / "sample_traces" / "demo_training_step.sqlite"
 MFU_BEFORE = TRACES / "nsys" / "nsys_ai_mfu_2gpu_before.sqlite"
@@ -123,7 +123,7 @@ def test_store_is_read_while_another_process_holds_it(tmp_path, cache):
     store = tmp_path / "run.duckdb"
     assert _cli("ingest", str(SAMPLE), "--store", str(store), "-q", cwd=tmp_path).returncode == 0
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from nsight_advisor.store import connect; "
+        [sys.executable, "-c", "import sys, time; from nsight_advisor.store.database import connect; "
          "con = connect(sys.argv[1], read_only=True); con.execute('select count(*) from kernels').fetchall(); "
          "print('holding', flush=True); time.sleep(60)", str(store)],
         cwd=tmp_path, stdout=subprocess.PIPE, text=True)

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRACES
-from nsight_advisor import store_cache, workflow
-from nsight_advisor.errors import InputError
+from nsight_advisor.store import cache as store_cache
+from nsight_advisor import workflow
+from nsight_advisor.common.errors import InputError
 
 SMALL = TRACES / "nsys" / "nsys_ai_mock.sqlite"
 MEDIUM = TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"
@@ -27,7 +28,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(folder))
     # Kept results are keyed on the package's own files too; pin that part so that a source file edited
     # while the suite runs (a developer at work) cannot turn a warm run into a cold one mid-test.
-    from nsight_advisor import result_cache
+    from nsight_advisor.store import result_cache
 
     monkeypatch.setattr(result_cache, "_PACKAGE_DIR", tmp_path / "pinned-package")
     return folder
@@ -209,7 +210,7 @@ def test_concurrent_fresh_ingests_never_corrupt_the_store(cache):
 def test_lock_is_exclusive_and_removed(tmp_path):
     """A second holder (a child process) gets the lock only after the first released it."""
     target = tmp_path / "x.duckdb"
-    code = ("import sys, time; from pathlib import Path; from nsight_advisor.store_cache import build_lock\n"
+    code = ("import sys, time; from pathlib import Path; from nsight_advisor.store.cache import build_lock\n"
             "with build_lock(Path(sys.argv[1])): print(time.time())\n")
     with store_cache.build_lock(target):
         assert (tmp_path / "x.duckdb.lock").exists()
@@ -230,7 +231,7 @@ def test_analyze_help_documents_the_cache():
 
 
 def test_warm_analyze_reuses_the_result_without_running_rules(cache, capture, monkeypatch):
-    import nsight_advisor.engine as engine
+    import nsight_advisor.engine.analyze as engine
 
     cold = workflow.analyze([capture])
     assert list((cache / "results").glob("*.json"))
@@ -259,23 +260,25 @@ def _timeless(result) -> dict:
 
 
 def test_results_with_errored_rules_are_not_kept(cache, capture, monkeypatch):
-    from nsight_advisor import result_cache
+    from nsight_advisor.store import result_cache
     from nsight_advisor.engine.model import Outcome
 
     result = workflow.analyze([capture])
     result.outcomes.append(Outcome("NA999", "broken", "errored", reason="time limit"))
-    assert result_cache.write_result("x-y", result) is False
+    from nsight_advisor.engine.model import result_from_dict
+
+    assert result_cache.write_result("x-y", result, result_from_dict) is False
     assert not (result_cache.results_dir() / "x-y.json").exists()
 
 
 def test_result_round_trips_through_json(cache):
     if not MEDIUM.exists():
         pytest.skip(f"real traces not present at {TRACES}")
-    from nsight_advisor import result_cache
+    from nsight_advisor.engine.model import result_from_dict
 
     result = workflow.analyze([MEDIUM])
     assert result.findings  # CloverLeaf has findings, so evidence and principles are exercised
-    back = result_cache.result_from_dict(json.loads(json.dumps(result.to_dict())))
+    back = result_from_dict(json.loads(json.dumps(result.to_dict())))
     assert back.to_dict() == result.to_dict()
     assert type(back.findings[0].principles[0]).__name__ == "PrincipleRef"
 
@@ -303,21 +306,25 @@ def test_warm_run_reuses_the_rendered_report_unless_the_result_changed(cache, ca
 
 
 def test_result_key_follows_the_package_and_rule_files(cache, capture, tmp_path, monkeypatch):
-    from nsight_advisor import result_cache
+    from nsight_advisor.engine.config import find_config
+    from nsight_advisor.store import result_cache
+    from nsight_advisor.store.opening import StoreHandle
 
-    con, ids, store = workflow._load(workflow._plan([capture], None), use_cache=True, progress=False)
+    handle = StoreHandle([capture])
+    con, ids = handle.open()
     con.close()
+    store, config = handle.target, find_config(None)
     pkg = tmp_path / "pinned-package"
     pkg.mkdir()
     (pkg / "a.py").write_text("x = 1\n")
-    key = result_cache.result_key(store, ids)
+    key = result_cache.result_key(store, ids, config=config)
     (pkg / "a.py").write_text("x = 22\n")  # a code change (size differs)
-    assert result_cache.result_key(store, ids) != key
+    assert result_cache.result_key(store, ids, config=config) != key
     rules = tmp_path / "my-rules"
     rules.mkdir()
-    key = result_cache.result_key(store, ids, rules_dirs=[rules])
+    key = result_cache.result_key(store, ids, config=config, rules_dirs=[rules])
     (rules / "rule.toml").write_text("id = 'X'\n")
-    assert result_cache.result_key(store, ids, rules_dirs=[rules]) != key
+    assert result_cache.result_key(store, ids, config=config, rules_dirs=[rules]) != key
 
 
 # --- tables analyze defers --------------------------------------------------------------------------------
@@ -326,7 +333,7 @@ WITH_NVTX = TRACES / "nsys" / "fuser_h200_matmul.sqlite"
 
 
 def _nvtx_state(store: Path) -> tuple[int, list[str], int]:
-    from nsight_advisor.store import connect
+    from nsight_advisor.store.database import connect
 
     con = connect(store, read_only=True)
     try:
@@ -351,7 +358,7 @@ def test_analyze_loads_small_deferrable_tables_anyway(cache):
 def test_analyze_defers_tables_no_rule_reads_and_query_completes_the_store(cache, tmp_path, monkeypatch):
     if not WITH_NVTX.exists():
         pytest.skip(f"real traces not present at {TRACES}")
-    from nsight_advisor.ingest import nsys_reader
+    from nsight_advisor.ingest.nsys import reader as nsys_reader
 
     monkeypatch.setattr(nsys_reader, "DEFER_MIN_ROWS", 100)  # the real exports' NVTX tables are all small
     full = tmp_path / "full.duckdb"
@@ -387,8 +394,8 @@ def test_analyze_defers_tables_no_rule_reads_and_query_completes_the_store(cache
 def test_a_rule_that_reads_nvtx_gets_it_loaded(cache, tmp_path):
     if not WITH_NVTX.exists():
         pytest.skip(f"real traces not present at {TRACES}")
-    from nsight_advisor.engine import rules_reading
-    from nsight_advisor.engine.authoring import new_rule
+    from nsight_advisor.engine.analyze import rules_reading
+    from nsight_advisor.authoring.commands import new_rule
 
     new_rule("nvtx-reader", tmp_path / "rules")
     query = tmp_path / "rules" / "nvtx-reader" / "query.sql"

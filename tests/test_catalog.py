@@ -8,7 +8,7 @@ import pytest
 
 from nsight_advisor.catalog import get_principle, load_catalog
 from nsight_advisor.engine.rules import load_rule, rule_folders
-from nsight_advisor.resources import builtin_rules_dir
+from nsight_advisor.common.resources import builtin_rules_dir
 from tests.conftest import REPO
 
 ID = re.compile(r"^[a-z0-9-]+(\.[a-z0-9-]+)+$")

@@ -13,8 +13,8 @@ from conftest import TRACES
 from nsight_advisor import workflow
 from nsight_advisor.report.html import render_html
 from nsight_advisor.report.markdown import render_markdown
-from nsight_advisor.store import connect
-from nsight_advisor.text import format_duration_ns
+from nsight_advisor.store.database import connect
+from nsight_advisor.common.text import format_duration_ns
 
 DLRM = sorted((TRACES / "kineto" / "dlrm_8rank").glob("*.pt.trace.json.gz"))
 MFU_BEFORE = TRACES / "nsys" / "nsys_ai_mfu_2gpu_before.sqlite"

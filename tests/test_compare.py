@@ -273,7 +273,7 @@ def test_real_pair_sarif_both_ways(tmp_path: Path) -> None:
 
 
 def test_markdown_keeps_hostile_kernel_names_inert() -> None:
-    from nsight_advisor.compare import compare_results
+    from nsight_advisor.compare.comparison import compare_results
     from nsight_advisor.report.compare_report import render_comparison
 
     hostile = "evil|kernel<script>alert(1)</script>`x`\n# heading"

@@ -33,7 +33,7 @@ def _quiet(page) -> None:
 
 
 def test_hostile_names_are_text_on_the_comparison_page(browser, tmp_path: Path) -> None:
-    from nsight_advisor.compare import compare_results
+    from nsight_advisor.compare.comparison import compare_results
     from nsight_advisor.report.compare_report import render_comparison
 
     base, head = hostile_result(n_findings=len(HOSTILE_NAMES)), hostile_result(n_findings=2)

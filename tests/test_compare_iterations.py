@@ -3,8 +3,8 @@ pairs are in test_compare.py)."""
 
 from __future__ import annotations
 
-from nsight_advisor.compare import compare_results
-from nsight_advisor.compare_iterations import side_iterations
+from nsight_advisor.compare.comparison import compare_results
+from nsight_advisor.compare.iterations import side_iterations
 
 
 def _analysis(durations: list[int] | None, warmup: int = 0) -> dict:

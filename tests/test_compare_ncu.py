@@ -21,7 +21,7 @@ def ladder(tmp_path_factory):
     import os
 
     from nsight_advisor import workflow
-    from nsight_advisor.compare_ncu import ncu_kernel_metrics
+    from nsight_advisor.compare.ncu import ncu_kernel_metrics
 
     cache = tmp_path_factory.mktemp("cache")
     old = os.environ.get("NSIGHT_ADVISOR_CACHE")
@@ -45,7 +45,7 @@ def ladder(tmp_path_factory):
 
 
 def test_ladder_rung_to_rung(ladder) -> None:
-    from nsight_advisor.compare_ncu import metric_deltas
+    from nsight_advisor.compare.ncu import metric_deltas
 
     metrics, raw = ladder
     # one key per rung; cuBLAS's kernel profiled twice under one key, its metrics the mean of both profiles

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsight_advisor.compare_stats import bootstrap_medians
+from nsight_advisor.compare.stats import bootstrap_medians
 
 
 @pytest.mark.parametrize("n", [5, 6, 31, 200, 201])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nsight_advisor.compare import compare_results
+from nsight_advisor.compare.comparison import compare_results
 from test_compare import AFTER, BEFORE, _cli, _need
 
 GEMM = "void ns::gemm_kernel<128>(float *)"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from nsight_advisor.engine import analyze_with_rules, finding_rank, run_analysis
+from nsight_advisor.engine.analyze import analyze_with_rules, finding_rank, run_analysis
 from nsight_advisor.engine.rules import load_rule, load_rules, query_params
-from nsight_advisor.errors import ConfigError, RuleError
-from nsight_advisor.store import insert_kernels
+from nsight_advisor.common.errors import ConfigError, RuleError
+from nsight_advisor.store.database import insert_kernels
 from tests.conftest import TRACES
 
 RULE_TOML = '''\
@@ -423,7 +423,7 @@ def pipit_store(tmp_path_factory):
 
 @pytest.mark.slow
 def test_real_capture_broken_rule_errored_builtin_rules_still_run(pipit_store, tmp_path):
-    from nsight_advisor.store import connect
+    from nsight_advisor.store.database import connect
 
     write_rule(tmp_path / "r", "broken-sql", rule_id="NA990", query="select nope from kernels")
     write_rule(tmp_path / "r", "long-kernels", rule_id="NA991")

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRACES
-from nsight_advisor.capture_tables import ingest_capture_tables, merge_capture_tables
-from nsight_advisor.errors import InputError
-from nsight_advisor.executors import LOCAL, executor_from_options
+from nsight_advisor.store.capture_tables import ingest_capture_tables, merge_capture_tables
+from nsight_advisor.common.errors import InputError
+from nsight_advisor.store.executors import LOCAL, executor_from_options
 from nsight_advisor.ingest import ingest_capture
-from nsight_advisor.ray_ingest import capture_task
+from nsight_advisor.store.ray_ingest import capture_task
 from nsight_advisor.schema import TABLES
-from nsight_advisor.store import connect
+from nsight_advisor.store.database import connect
 
 DLRM = TRACES / "kineto" / "dlrm_8rank"
 
@@ -86,8 +86,8 @@ def test_executor_ray_without_ray_installed_is_one_line_and_exit_2(rank_files, t
 
 
 def test_a_task_whose_worker_died_more_often_than_retried_is_one_line():
-    from nsight_advisor import ray_ingest
-    from nsight_advisor.errors import NsightAdvisorError
+    from nsight_advisor.store import ray_ingest
+    from nsight_advisor.common.errors import NsightAdvisorError
 
     class FakeRay:  # what ray.get raises once Ray has given up on a task
         class exceptions:

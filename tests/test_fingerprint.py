@@ -18,7 +18,7 @@ def _analysis(path: Path, cwd: Path, fmt: str) -> dict:
 
 
 def test_same_finding_on_before_and_after_keeps_its_fingerprint(tmp_path: Path) -> None:
-    from nsight_advisor.fingerprint import FINGERPRINT_KEY, finding_subject, fingerprint
+    from nsight_advisor.engine.fingerprint import FINGERPRINT_KEY, finding_subject, fingerprint
     from test_report import sarif_schema
 
     _need(BEFORE, AFTER)
@@ -48,7 +48,7 @@ def test_same_finding_on_before_and_after_keeps_its_fingerprint(tmp_path: Path) 
 
 
 def test_fingerprint_ignores_numbers_and_evidence_below_the_top_row() -> None:
-    from nsight_advisor.fingerprint import fingerprint
+    from nsight_advisor.engine.fingerprint import fingerprint
 
     f = {"rule_id": "NA101", "device_id": 0, "message": "grid of 50 blocks < 68 SMs",
          "evidence_columns": ["kernel", "blocks"], "evidence": [{"kernel": "k1", "blocks": 50}, {"kernel": "k2"}]}

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from nsight_advisor import run_folder, workflow
-from nsight_advisor.control_chars import strip_controls
+from nsight_advisor.common import run_folder
+from nsight_advisor import workflow
+from nsight_advisor.common.control_chars import strip_controls
 from nsight_advisor.engine.message_format import MAX_WIDTH, MessageFormatter
-from nsight_advisor.errors import InputError
+from nsight_advisor.common.errors import InputError
 
 
 class _Top:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRACES, trace_param
-from nsight_advisor.errors import InputError
+from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest import ingest_capture
 from nsight_advisor.ingest.detect import detect_format
-from nsight_advisor.store import connect
+from nsight_advisor.store.database import connect
 
 KINETO = TRACES / "kineto"
 SLOW = {"hta_ddp_v100_rank1"}  # 216k events: a few seconds to ingest and as many to read with json
@@ -258,7 +258,7 @@ def test_analyze_all_eight_dlrm_ranks_at_once(tmp_path: Path) -> None:
 
 def test_a_rule_needing_what_kineto_lacks_is_skipped_with_the_reason(tmp_path: Path) -> None:
     """The traces here have no cuda_sync events: a rule that requires syncs is skipped, saying so."""
-    from nsight_advisor.engine.authoring import new_rule
+    from nsight_advisor.authoring.commands import new_rule
     from nsight_advisor.workflow import analyze
 
     trace = KINETO / "hta_nccl_data.json.gz"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import TRACES, ncu_csvs, ncu_reports, trace_param
-from nsight_advisor.errors import InputError
+from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest import ingest_capture
-from nsight_advisor.ingest.ncu_csv import parse_number
-from nsight_advisor.ingest.ncu_units import to_base
+from nsight_advisor.ingest.ncu.csv_export import parse_number
+from nsight_advisor.ingest.ncu.units import to_base
 
 try:
     import ncu_report
@@ -151,7 +151,7 @@ def test_report_ingest_is_fast(memory_store):
 
 @needs_reader
 def test_garbage_report_is_input_error(tmp_path):
-    from nsight_advisor.store import connect
+    from nsight_advisor.store.database import connect
 
     bad = tmp_path / "garbage.ncu-rep"
     bad.write_bytes(b"NVR\x00" + bytes(range(256)) * 20)
@@ -400,7 +400,7 @@ def test_unit_conversion():
 def test_label_map_agrees_with_the_reports():
     """Every label → metric pair we use appears as such in a real report (IMetric.label()), or is an older
     ncu's label observed in the 2022.3 CSV pages (SOL *, * [%])."""
-    from nsight_advisor.ingest.ncu_labels import LABEL_BY_UNIT, LABEL_TO_METRIC
+    from nsight_advisor.ingest.ncu.labels import LABEL_BY_UNIT, LABEL_TO_METRIC
 
     paths = ncu_reports()
     if not paths:
@@ -423,7 +423,7 @@ def test_label_map_agrees_with_the_reports():
 
 
 def test_other_platforms_point_to_the_csv_path(monkeypatch, tmp_path, memory_store):
-    import nsight_advisor.ingest.ncu_rep as ncu_rep
+    import nsight_advisor.ingest.ncu.rep_file as ncu_rep
 
     monkeypatch.setattr(ncu_rep.sys, "platform", "darwin")
     report = tmp_path / "r.ncu-rep"
@@ -434,7 +434,7 @@ def test_other_platforms_point_to_the_csv_path(monkeypatch, tmp_path, memory_sto
 
 @needs_reader
 def test_info_lists_kernels_with_duration_and_sections(memory_store):
-    from nsight_advisor.describe import describe, format_description
+    from nsight_advisor.analysis.describe import describe, format_description
 
     path = TRACES / "ncu" / "monte_carlo_pi.ncu-rep"
     if not path.exists():

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import TRACES, ncu_reports, trace_param
 from nsight_advisor.ingest import ingest_capture
-from nsight_advisor.store import insert_kernels
+from nsight_advisor.store.database import insert_kernels
 
 SGEMM = TRACES / "ncu" / "sgemm_rtx2080ti.ncu-rep"
 Match = namedtuple("Match", "ncu_capture_id kernel_id nsys_capture_id matched_by launches total_ns timeline_share_pct")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRACES, nsys_exports, trace_param
-from nsight_advisor.ingest.nsys_sqlite import ingest_nsys_sqlite, read_catalog
-from nsight_advisor.store import connect
+from nsight_advisor.ingest.nsys.export import ingest_nsys_sqlite, read_catalog
+from nsight_advisor.store.database import connect
 
 SAMPLE = REPO / "sample_traces" / "demo_training_step.sqlite"
 COUNTED = ("gpus", "kernels", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges", "gpu_metrics")
@@ -257,7 +257,7 @@ def test_invalid_utf8_in_strings_and_nvtx_text(tmp_path: Path, store) -> None:
 @pytest.mark.parametrize("batch_rows", [2, 250_000])
 def test_nvtx_rows_out_of_start_order_are_sorted_first(tmp_path: Path, batch_rows: int, monkeypatch) -> None:
     """An export whose NVTX rows do not come in start order per thread gets the same ranges and depths."""
-    from nsight_advisor.ingest import nsys_nvtx
+    from nsight_advisor.ingest.nsys import nvtx as nsys_nvtx
 
     shuffled = _tampered_sample(
         tmp_path / "nvtx_backwards.sqlite",
@@ -289,7 +289,7 @@ def test_nvtx_rows_out_of_start_order_are_sorted_first(tmp_path: Path, batch_row
 def test_progress_bar_only_on_a_terminal_after_the_delay() -> None:
     import io
 
-    from nsight_advisor.progress import Progress
+    from nsight_advisor.common.progress import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -326,7 +326,7 @@ def test_rows_with_end_before_start_are_dropped_and_noted(tmp_path: Path, store)
 
 
 def test_sqlite_scanner_loads_signed_from_the_pinned_package(store) -> None:
-    from nsight_advisor.ingest.nsys_sqlite import load_sqlite_scanner
+    from nsight_advisor.ingest.nsys.export import load_sqlite_scanner
 
     load_sqlite_scanner(store)
     assert store.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone()[0] is False

@@ -1,4 +1,4 @@
-"""Iterations (nsight_advisor/engine/iterations.py) on real captures, with counts checked by hand.
+"""Iterations (nsight_advisor/analysis/iterations.py) on real captures, with counts checked by hand.
 
 How the counts below were found, by reading the stores (`nsight-advisor query CAPTURE "..."`):
 
@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 
 from nsight_advisor import workflow
-from nsight_advisor.engine.iterations import _quantile
+from nsight_advisor.analysis.iterations import _quantile
 from nsight_advisor.report.json_report import json_schema
 from conftest import TRACES
 

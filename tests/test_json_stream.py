@@ -1,4 +1,4 @@
-"""The windowed JSON array reader the Kineto ingest streams events with (nsight_advisor/ingest/json_stream.py).
+"""The windowed JSON array reader the Kineto ingest streams events with (nsight_advisor/ingest/kineto/json_stream.py).
 
 Every element must equal what ``json.loads`` (with Decimal fractions) makes of the whole text, whatever the window
 size, so that values cut by the window's end are never read short; a text cut anywhere is TruncatedJSON, and text
@@ -13,7 +13,7 @@ from decimal import Decimal
 
 import pytest
 
-from nsight_advisor.ingest.json_stream import BadJSON, TruncatedJSON, iter_array
+from nsight_advisor.ingest.kineto.json_stream import BadJSON, TruncatedJSON, iter_array
 
 # Fractions, exponents, escapes, a surrogate pair, multi-byte UTF-8, nesting and non-object elements.
 _DOC = (

@@ -29,7 +29,7 @@ def _workers_of(parent: int) -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"nsight_advisor.parallel_ingest" in cmdline:
+        if ppid == parent and b"nsight_advisor.store.parallel_ingest" in cmdline:
             found.append(int(entry.name))
     return found
 

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRACES
-from nsight_advisor import parallel_ingest, store_cache, workflow
-from nsight_advisor.combined_view import combined_view, merged_findings
+from nsight_advisor.store import parallel_ingest, cache as store_cache
+from nsight_advisor import workflow
+from nsight_advisor.engine.combined_view import combined_view, merged_findings
 from nsight_advisor.engine.model import AnalysisResult, Finding
-from nsight_advisor.errors import InputError
-from nsight_advisor.store import connect
+from nsight_advisor.common.errors import InputError
+from nsight_advisor.store.database import connect
 
 RANKS = [TRACES / "nsys" / n for n in
          ("nsys_ai_h100_2gpu_1s.sqlite", "pipit_cloverleaf_a100.sqlite", "nsu_v100_openacc.sqlite")]

@@ -91,7 +91,7 @@ def _synthetic_timeline(folder, launches: int = 10):
 
 def test_joint_finding_weighs_the_reports_verdict_by_the_timeline(tmp_path):
     from nsight_advisor import workflow
-    from nsight_advisor.engine import run_analysis
+    from nsight_advisor.engine.analyze import run_analysis
 
     report = TRACES / _need("ncu/gpu_power_model.ncu-rep")
     _need("nsys/cuda_perf_sandbox.sqlite")

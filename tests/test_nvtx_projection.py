@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from nsight_advisor import workflow
-from nsight_advisor.store import connect
+from nsight_advisor.store.database import connect
 from conftest import TRACES
 
 #: The captures in ../shared/traces known to hold NVTX ranges (the test finds every one and checks these are among them).

@@ -1,4 +1,4 @@
-"""Paced programs (nsight_advisor/engine/pacing.py): a capture built from a real one by spacing its iterations at a
+"""Paced programs (nsight_advisor/analysis/pacing.py): a capture built from a real one by spacing its iterations at a
 fixed period is reported paced, and its host-idle finding claims nothing; the capture as recorded is not paced.
 
 pipit_cloverleaf_a100 (no NVTX) has 10 CloverLeaf time steps found from its kernel sequence (tests/test_iterations.py),
@@ -17,9 +17,9 @@ import jsonschema
 import pytest
 
 from nsight_advisor import workflow
-from nsight_advisor.engine import accounting
+from nsight_advisor.analysis import accounting
 from nsight_advisor.report.json_report import json_schema
-from nsight_advisor.store import connect
+from nsight_advisor.store.database import connect
 from conftest import TRACES
 
 CLOVERLEAF = TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import TRACES
-from nsight_advisor.combined_view import combined_view
-from nsight_advisor.engine import run_analysis
+from nsight_advisor.engine.combined_view import combined_view
+from nsight_advisor.engine.analyze import run_analysis
 from nsight_advisor.report import rank_chart
 from nsight_advisor.report.html import _environment, render_html
 from nsight_advisor.report.markdown import _ranks
-from nsight_advisor.store import connect
+from nsight_advisor.store.database import connect
 from synthetic_ranks import build_store, jitter
 
 TEMPLATE = TRACES / "kineto" / "dlrm_8rank" / "worker0_step_12.1694128201545.pt.trace.json.gz"

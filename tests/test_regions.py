@@ -16,7 +16,7 @@ import pytest
 from nsight_advisor import workflow
 from nsight_advisor.engine.regions import NO_RANGE, OTHER, TOP_PATHS
 from nsight_advisor.report.json_report import json_schema
-from nsight_advisor.store import connect
+from nsight_advisor.store.database import connect
 from conftest import TRACES
 
 #: Captures with push/pop NVTX ranges (PyTorch profiler traces: record_function ranges and profiler steps), and

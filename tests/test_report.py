@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from nsight_advisor.engine.model import AnalysisResult, Finding, Outcome
-from nsight_advisor.store import insert_kernels
+from nsight_advisor.store.database import insert_kernels
 from nsight_advisor.report import FORMATS, render
 from nsight_advisor.report.json_report import json_schema
 from nsight_advisor.report.markdown import MAX_CHARS
@@ -280,7 +280,7 @@ def test_real_ncu_reports(capture, analysed):
 
 
 def test_summary_busy_time_is_the_union_of_intervals(memory_store):
-    from nsight_advisor.engine.summary import build_summary
+    from nsight_advisor.analysis.summary import build_summary
 
     con = memory_store
     con.execute("insert into captures (capture_id, source_name, tool, start_ns, end_ns, duration_ns) "
@@ -307,8 +307,8 @@ def test_summary_busy_time_is_the_union_of_intervals(memory_store):
 @pytest.mark.slow
 def test_report_of_a_million_kernel_capture_stays_under_5_mb(tmp_path):
     """A synthetic store with 1,000,000 kernels (2,000 long template names) through the real engine and every format."""
-    from nsight_advisor.engine import run_analysis
-    from nsight_advisor.store import connect
+    from nsight_advisor.engine.analyze import run_analysis
+    from nsight_advisor.store.database import connect
 
     path = tmp_path / "million.duckdb"
     con = connect(path)
@@ -352,7 +352,7 @@ def test_report_of_a_million_kernel_capture_stays_under_5_mb(tmp_path):
 
 
 def test_summary_survives_a_broken_store_part(memory_store):
-    from nsight_advisor.engine.summary import build_summary
+    from nsight_advisor.analysis.summary import build_summary
 
     con = memory_store
     con.execute("insert into captures (capture_id, source_name, tool, start_ns, end_ns, duration_ns) "

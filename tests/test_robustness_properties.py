@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsight_advisor.errors import ConfigError, InputError, RuleError
+from nsight_advisor.common.errors import ConfigError, InputError, RuleError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-ncu_csv = pytest.importorskip("nsight_advisor.ingest.ncu_csv", reason="ncu CSV reader not written yet")
+ncu_csv = pytest.importorskip("nsight_advisor.ingest.ncu.csv_export", reason="ncu CSV reader not written yet")
 config = pytest.importorskip("nsight_advisor.engine.config", reason="engine config not written yet")
 runner = pytest.importorskip("nsight_advisor.engine.runner", reason="engine runner not written yet")
 rules_mod = pytest.importorskip("nsight_advisor.engine.rules", reason="engine rules not written yet")
@@ -82,7 +82,7 @@ class _Store:
     @classmethod
     def get(cls):
         if cls.con is None:
-            from nsight_advisor.store import connect
+            from nsight_advisor.store.database import connect
 
             cls.con = connect(None)
         cls.next_id += 1

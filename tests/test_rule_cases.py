@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from nsight_advisor.engine.rules import load_rule, rule_folders
-from nsight_advisor.errors import RuleError
-from nsight_advisor.resources import builtin_rules_dir
+from nsight_advisor.common.errors import RuleError
+from nsight_advisor.common.resources import builtin_rules_dir
 
 
 def _folders():
@@ -18,7 +18,7 @@ def _folders():
 
 
 def _case_params():
-    from nsight_advisor.engine.cases import load_cases
+    from nsight_advisor.authoring.cases import load_cases
 
     params = []
     for folder in _folders():
@@ -37,7 +37,7 @@ def _case_params():
 
 @pytest.mark.parametrize("folder, index, load_error", _case_params())
 def test_builtin_rule_case(folder, index, load_error):
-    from nsight_advisor.engine.cases import load_cases, run_case
+    from nsight_advisor.authoring.cases import load_cases, run_case
 
     assert load_error is None, load_error
     rule = load_rule(folder, builtin=True)
@@ -50,7 +50,7 @@ def test_builtin_rule_case(folder, index, load_error):
 def test_builtin_rule_lints_clean(folder):
     if folder is None:
         pytest.skip("no built-in rules yet")
-    from nsight_advisor.engine.lint import lint_folders
+    from nsight_advisor.authoring.lint import lint_folders
 
     others = []
     for other in _folders():

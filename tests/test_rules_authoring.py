@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nsight_advisor.engine import authoring
-from nsight_advisor.errors import InputError
+from nsight_advisor.authoring import commands as authoring
+from nsight_advisor.common.errors import InputError
 from tests.conftest import REPO
 
 

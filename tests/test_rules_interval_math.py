@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nsight_advisor.engine.rules import load_rules
 from nsight_advisor.engine.runner import bind_params
-from nsight_advisor.store import connect, insert_kernels
+from nsight_advisor.store.database import connect, insert_kernels
 
 RULES = {r.name: r for r in load_rules([], include_builtin=True)}
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -142,7 +142,7 @@ def test_sync_stall_bubbles_match_the_definition(ops, syncs):
 @given(kernels=intervals, memsets=st.lists(st.tuples(st.integers(0, 1), st.integers(1, 2), st.integers(0, 40),
                                                       st.integers(0, 12)), max_size=4))
 def test_summary_busy_pieces_tile_the_union(kernels, memsets):
-    from nsight_advisor.engine import summary
+    from nsight_advisor.analysis import summary
 
     con = _store(kernels=kernels, memsets=memsets)
     try:

@@ -11,7 +11,7 @@ import pytest
 from conftest import TRACES, ncu_reports, nsys_exports, trace_param
 from rules_real import analyzed, evidence, findings, outcome
 
-from nsight_advisor.store import insert_kernels
+from nsight_advisor.store.database import insert_kernels
 
 H100 = "nsys/nsys_ai_h100_2gpu_1s.sqlite"
 

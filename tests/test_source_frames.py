@@ -16,8 +16,8 @@ from nsight_advisor.engine.source_frames import TOP_FRAMES, is_program_frame, mo
 from nsight_advisor.report import render
 from nsight_advisor.report.json_report import json_schema
 from nsight_advisor.report.source_view import finding_source, short_symbol
-from nsight_advisor.store import connect
-from nsight_advisor.ingest.nsys_sqlite import ingest_nsys_sqlite
+from nsight_advisor.store.database import connect
+from nsight_advisor.ingest.nsys.export import ingest_nsys_sqlite
 
 from conftest import TRACES
 from test_report import validate_sarif

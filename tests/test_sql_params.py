@@ -1,4 +1,4 @@
-"""Parameters written as literals (nsight_advisor/sql_params.py) give what DuckDB's own binding gives."""
+"""Parameters written as literals (nsight_advisor/common/sql_params.py) give what DuckDB's own binding gives."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from nsight_advisor import sql_params
+from nsight_advisor.common import sql_params
 
 _VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-(2 ** 63), 2 ** 63 - 1),

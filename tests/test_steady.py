@@ -1,4 +1,4 @@
-"""The steady-state analysis window (nsight_advisor/engine/steady.py, docs/impact.md).
+"""The steady-state analysis window (nsight_advisor/analysis/steady.py, docs/impact.md).
 
 pipit_cloverleaf_a100: 10 CloverLeaf time steps from the kernel sequence (tests/test_iterations.py). By default the
 window starts at the first step, so the initialization before it (the first cudaMemcpy uploads and the
@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 
 from nsight_advisor import workflow
-from nsight_advisor.engine import accounting
-from nsight_advisor.engine.iterations import Iterations
-from nsight_advisor.engine.steady import apply_steady_window
-from nsight_advisor.store import connect
+from nsight_advisor.analysis import accounting
+from nsight_advisor.analysis.iterations import Iterations
+from nsight_advisor.analysis.steady import apply_steady_window
+from nsight_advisor.store.database import connect
 from conftest import TRACES
 
 CLOVERLEAF = TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"

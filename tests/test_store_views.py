@@ -16,11 +16,11 @@ import duckdb
 import pytest
 
 from conftest import REPO, nsys_exports, trace_param
-from nsight_advisor.errors import InputError
+from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest import ingest_capture
-from nsight_advisor.ingest.nsys_sqlite import read_catalog
+from nsight_advisor.ingest.nsys.export import read_catalog
 from nsight_advisor.schema.tables import get_table
-from nsight_advisor.store import connect, insert_kernels, insert_nvtx_ranges
+from nsight_advisor.store.database import connect, insert_kernels, insert_nvtx_ranges
 
 SAMPLE = REPO / "sample_traces" / "demo_training_step.sqlite"
 

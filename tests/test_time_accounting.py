@@ -19,7 +19,7 @@ import pytest
 from nsight_advisor import workflow
 from nsight_advisor.engine.model import IDLE_CAUSES
 from nsight_advisor.schema.views import documented_views
-from nsight_advisor.store import connect
+from nsight_advisor.store.database import connect
 from conftest import TRACES, ncu_csvs, ncu_reports, nsys_exports, trace_param
 
 FUSER = TRACES / "nsys" / "fuser_h200_matmul.sqlite"

@@ -24,7 +24,7 @@ def _config(tmp_path: Path, *entries: tuple[str, str, str, str]) -> Path:
 
 def test_parse_dates_expiry_and_mistakes(tmp_path: Path) -> None:
     from nsight_advisor.engine.waivers import parse_waivers
-    from nsight_advisor.errors import ConfigError
+    from nsight_advisor.common.errors import ConfigError
 
     day = dt.date(2026, 12, 1)
     entry = {"rule": "NA401", "subject": "*", "reason": "accepted"}
@@ -39,7 +39,7 @@ def test_parse_dates_expiry_and_mistakes(tmp_path: Path) -> None:
 
 
 def test_subject_matching_by_text_glob_or_fingerprint() -> None:
-    from nsight_advisor.fingerprint import fingerprint
+    from nsight_advisor.engine.fingerprint import fingerprint
     from nsight_advisor.engine.waivers import Waiver, waiver_for
 
     f = {"rule_id": "NA101", "rule_name": "small-grid", "device_id": 0, "evidence_columns": ["kernel", "blocks"],

@@ -181,7 +181,7 @@ def _toml_value(value) -> str:
 def rule_markdown(rule) -> str:
     """One rule's page: what, why, fix (with its variants), limits, parameters, requirements, principles, example."""
     from nsight_advisor.catalog import get_principle
-    from nsight_advisor.engine.cases import load_cases
+    from nsight_advisor.authoring.cases import load_cases
 
     out = [f"# {rule.id} `{rule.name}`: {rule.title}", "",
            f"Generated from `rules/{rule.folder.name}/rule.toml` and `cases.toml` by `{COMMAND}`; do not edit by hand.",

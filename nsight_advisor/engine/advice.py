@@ -90,7 +90,7 @@ def select_fix(general: str, variants: dict[str, str], clauses: Sequence[FixClau
 
 def fix_text(rule: Any, capture: dict[str, Any], context: dict[str, Any]) -> str:
     """The formatted fix of ``rule``'s finding on ``capture`` (the one call the runner makes)."""
-    from nsight_advisor.engine.runner import format_message
+    from nsight_advisor.engine.message_format import format_message
 
     spec = rule.finding
     text = select_fix(spec.fix, dict(spec.fix_variants), spec.fix_clauses, profile_of(capture))
@@ -132,7 +132,7 @@ def read_profiles(con: Any, capture_ids: Sequence[int]) -> tuple[dict[int, dict]
     ``capture_program`` and ``gpu_capabilities`` views; empty when the store predates them."""
     import duckdb
 
-    from nsight_advisor import sql_params
+    from nsight_advisor.common import sql_params
 
     ids = [int(i) for i in capture_ids]
     programs: dict[int, dict] = {}

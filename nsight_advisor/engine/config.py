@@ -19,7 +19,7 @@ reason = "tracked in #1234"
 expires = 2027-03-31
 ```
 
-Every mistake is a :class:`~nsight_advisor.errors.ConfigError` naming the file or option, the key and the fix.
+Every mistake is a :class:`~nsight_advisor.common.errors.ConfigError` naming the file or option, the key and the fix.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ else:  # pragma: no cover - Python 3.10
 
 from nsight_advisor.engine.rules import Rule, find_rule
 from nsight_advisor.engine.waivers import Waiver, parse_waivers
-from nsight_advisor.errors import ConfigError, RuleError
+from nsight_advisor.common.errors import ConfigError, RuleError
 
 CONFIG_FILE = "nsight-advisor.toml"
 _KEYS = ("select", "ignore", "rules_dirs", "rule_time_limit_s", "rules", "gpu", "waive")

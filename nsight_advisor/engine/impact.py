@@ -22,7 +22,7 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable
 
-from nsight_advisor import sql_params
+from nsight_advisor.common import sql_params
 from nsight_advisor.engine.model import Finding
 
 if TYPE_CHECKING:

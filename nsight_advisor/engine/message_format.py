@@ -14,7 +14,7 @@ import re
 import string
 from typing import Any, Mapping, Sequence
 
-from nsight_advisor.text import format_duration_ns
+from nsight_advisor.common.text import format_duration_ns
 
 #: The largest width or precision a format spec may ask for.
 MAX_WIDTH = 200
@@ -52,3 +52,23 @@ class MessageFormatter(string.Formatter):
             return super().format_field(value, format_spec)
         except (ValueError, TypeError):
             return str(value)
+
+
+class RuleRunError(Exception):
+    """The rule could not run on this capture; the message is the outcome's reason."""
+
+
+def format_message(template: str, context: dict[str, Any]) -> str:
+    """Fill a message template; RuleRunError naming the placeholder when one is unknown."""
+    try:
+        return MessageFormatter().vformat(template, (), context)
+    except (KeyError, AttributeError, IndexError) as exc:
+        raise RuleRunError(f"message placeholder {exc} is unknown (names: rows, impact, impact_pct, threshold, "
+                           "observed, group, top.COLUMN and the params)") from None
+    except ValueError as exc:
+        raise RuleRunError(f"message template is malformed: {exc}") from None
+
+
+def message_fields(template: str) -> list[str]:
+    """Field names a template uses (``top.name`` kept whole); ValueError when malformed."""
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]

@@ -6,15 +6,14 @@ CI and bots read exactly this shape.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nsight_advisor.severity import SEVERITIES, severity_rank  # noqa: F401 - re-exported for the engine
+from nsight_advisor.analysis.accounting import IDLE_CAUSES, IMPACT_PARTS  # noqa: F401 - the partition's vocabulary
+from nsight_advisor.common.severity import SEVERITIES, severity_rank  # noqa: F401 - re-exported for the engine
+
 OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
-#: Parts of a device's time partition a finding's impact can come out of (docs/impact.md); host = host-wide.
-IMPACT_PARTS = ("kernel", "comm", "copy", "memset", "idle", "host")
-#: Why a GPU idled: the closed vocabulary of gpu_idle_gaps.cause (schema/views/32_idle_gaps.sql).
-IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "host", "unknown")
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
@@ -76,7 +75,7 @@ class Finding:
         return bool(self.waiver) and self.waiver.get("status") == "active"
 
     def to_dict(self) -> dict[str, Any]:
-        from nsight_advisor.fingerprint import fingerprint
+        from nsight_advisor.engine.fingerprint import fingerprint
 
         out = asdict(self)
         out.pop("internal", None)
@@ -130,3 +129,24 @@ class AnalysisResult:
         if not self.findings:
             return None
         return max((f.severity for f in self.findings), key=severity_rank)
+
+
+def result_from_dict(doc: dict[str, Any]) -> AnalysisResult:
+    """The inverse of :meth:`AnalysisResult.to_dict` (how a kept result comes back from the result cache)."""
+    return AnalysisResult(
+        tool=doc["tool"], captures=doc["captures"],
+        findings=[_finding(f) for f in doc["findings"]],
+        outcomes=[_build(Outcome, o) for o in doc["outcomes"]],
+        summary=doc.get("summary") or {}, waivers=doc.get("waivers") or [],
+    )
+
+
+def _finding(doc: dict[str, Any]) -> Finding:
+    finding = _build(Finding, doc)
+    finding.principles = [_build(PrincipleRef, p) for p in doc.get("principles") or []]
+    return finding
+
+
+def _build(cls, doc: dict[str, Any]):
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in doc.items() if k in names})

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable
 
-from nsight_advisor import sql_params
+from nsight_advisor.common import sql_params
 
 if TYPE_CHECKING:
     import duckdb
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 #: Captures with more push/pop ranges than this get no regions: nesting millions of ranges costs minutes
 #: (docs/performance.md), and an export that large defers its NVTX table on the cold path anyway
-#: (nsight_advisor.ingest.nsys_sqlite.DEFER_MIN_ROWS).
+#: (nsight_advisor.ingest.nsys.export.DEFER_MIN_ROWS).
 MAX_RANGES = 250_000
 #: Paths listed per finding before the rest is summed as OTHER.
 TOP_PATHS = 5
@@ -108,7 +108,7 @@ def _prepare_op_regions(con, cid: int) -> None:
     that the ranges are nested once, not once per view that reads them), _na_op_paths (nvtx_op_paths),
     _na_domain_rank (domains in the order of preference of the module docstring) and _na_op_region (each
     operation launched within a range, with its one path)."""
-    from nsight_advisor.engine.accounting import stored
+    from nsight_advisor.analysis.accounting import stored
 
     sql_params.execute(con, f"""
         create or replace temp table nvtx_range_paths as

@@ -1,7 +1,7 @@
 """Rule folders: load ``rule.toml`` + ``query.sql`` (+ ``judge.py``) into a validated :class:`Rule`.
 
 Validation happens at load time and is strict: unknown keys, missing keys and wrong types raise
-:class:`~nsight_advisor.errors.RuleError` naming the file, the key and the fix. The format is described in
+:class:`~nsight_advisor.common.errors.RuleError` naming the file, the key and the fix. The format is described in
 ``docs/rule-format.md``.
 """
 
@@ -18,7 +18,7 @@ from nsight_advisor.engine.model import IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
 from nsight_advisor.engine.toml_checked import (  # noqa: F401 - PARAM_TYPES, coerce_value: the format's API
     PARAM_TYPES, TomlTable, coerce_value, locate, read_toml,
 )
-from nsight_advisor.errors import RuleError
+from nsight_advisor.common.errors import RuleError
 from nsight_advisor.schema.tables import table_names
 from nsight_advisor.schema.views import analysis_view_names
 
@@ -381,7 +381,7 @@ def rule_folders(directory: Path) -> list[Path]:
 
 def load_rules(rules_dirs: Iterable[Path] = (), *, include_builtin: bool = True) -> list[Rule]:
     """Built-in rules (unless ``include_builtin`` is false) and every rule in ``rules_dirs``, ids unique."""
-    from nsight_advisor.resources import builtin_rules_dir
+    from nsight_advisor.common.resources import builtin_rules_dir
 
     rules: list[Rule] = []
     if include_builtin and builtin_rules_dir().is_dir():

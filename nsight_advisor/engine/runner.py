@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-import string
 import threading
 import time
 import uuid
@@ -18,11 +17,12 @@ from typing import Any
 
 import duckdb
 
-from nsight_advisor import sql_params
-from nsight_advisor.json_values import jsonable
-from nsight_advisor.text import format_duration_ns
+from nsight_advisor.common import sql_params
+from nsight_advisor.common.json_values import jsonable
+from nsight_advisor.common.text import format_duration_ns
 from nsight_advisor.catalog import get_principle
 from nsight_advisor.engine import advice
+from nsight_advisor.engine.message_format import RuleRunError, format_message, message_fields  # noqa: F401
 from nsight_advisor.engine.model import SEVERITIES, Finding, PrincipleRef, severity_rank
 from nsight_advisor.engine.rules import Rule, query_params
 
@@ -32,10 +32,6 @@ DEFAULT_TIME_LIMIT_S = 60.0
 MAX_CANDIDATE_ROWS = 100_000
 #: Findings one rule makes on one capture at most (one per group_by value).
 MAX_GROUPS = 50
-
-
-class RuleRunError(Exception):
-    """The rule could not run on this capture; the message is the outcome's reason."""
 
 
 @dataclass
@@ -181,7 +177,7 @@ def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int)
     """Run ``sql`` on ``con``, interrupted after ``time_limit_s``; at most ``max_rows`` rows fetched.
 
     The connection itself, not a cursor: a cursor is a new connection, which would not see the analysis's temp
-    tables (the window and the materialized analysis views, nsight_advisor.engine.accounting)."""
+    tables (the window and the materialized analysis views, nsight_advisor.analysis.accounting)."""
     cur = con
     timer = threading.Timer(time_limit_s, cur.interrupt)
     timer.daemon = True
@@ -428,25 +424,6 @@ def message_context(rule: Rule, rows: int, impact_ns: int, impact_pct: float, ob
     return {**rule.values(), "rows": rows, "impact": format_duration_ns(impact_ns), "impact_ns": impact_ns,
             "impact_pct": impact_pct, "threshold": threshold, "observed": observed, "top": _Row(top),
             "group": group}
-
-
-def format_message(template: str, context: dict[str, Any]) -> str:
-    """Fill a message template; RuleRunError naming the placeholder when one is unknown."""
-    try:
-        from nsight_advisor.engine.message_format import MessageFormatter
-
-        return MessageFormatter().vformat(template, (), context)
-    except (KeyError, AttributeError, IndexError) as exc:
-        raise RuleRunError(f"message placeholder {exc} is unknown (names: rows, impact, impact_pct, threshold, "
-                           "observed, group, top.COLUMN and the params)") from None
-    except ValueError as exc:
-        raise RuleRunError(f"message template is malformed: {exc}") from None
-
-
-def message_fields(template: str) -> list[str]:
-    """Field names a template uses (``top.name`` kept whole); ValueError when malformed."""
-    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-
 
 
 def _to_float(value: Any) -> float:

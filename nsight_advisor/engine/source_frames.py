@@ -16,7 +16,7 @@ import re
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, Iterable
 
-from nsight_advisor import sql_params
+from nsight_advisor.common import sql_params
 
 if TYPE_CHECKING:
     import duckdb

@@ -15,7 +15,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from nsight_advisor.errors import RuleError
+from nsight_advisor.common.errors import RuleError
 
 PARAM_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 

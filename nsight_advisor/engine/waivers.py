@@ -22,8 +22,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Iterable
 
-from nsight_advisor.fingerprint import finding_subject, fingerprint
-from nsight_advisor.errors import ConfigError
+from nsight_advisor.engine.fingerprint import finding_subject, fingerprint
+from nsight_advisor.common.errors import ConfigError
 
 #: The pseudo rule of a waiver that accepts a kernel's slowdown in ``compare`` (its subject: the kernel's name).
 REGRESSION_RULE = "regression"

@@ -3,7 +3,7 @@
 ``ingest_captures`` sniffs each file's format (``detect``) and hands it to the reader for that format.
 A reader fills the normalized tables for one capture id, records what the capture lacks in
 ``capture_missing`` (with the profiler option that would have recorded it), and raises
-:class:`~nsight_advisor.errors.InputError` with one precise line when the file cannot be read.
+:class:`~nsight_advisor.common.errors.InputError` with one precise line when the file cannot be read.
 Readers open inputs read-only and never modify them.
 """
 
@@ -14,12 +14,10 @@ from typing import Collection, Sequence
 
 import duckdb
 
+from nsight_advisor.ingest.deferred import DEFERRABLE  # noqa: F401 - part of this package's API
 from nsight_advisor.ingest.detect import detect_format
 from nsight_advisor.ingest.failures import classified
 
-#: Tables an ingest may leave out when the caller says nothing will read them (see ``capture_deferred``);
-#: cpu_ops exists in PyTorch profiler traces only (an nsys export has nothing to defer there).
-DEFERRABLE = ("nvtx_ranges", "gpu_metrics", "cpu_ops")
 
 
 def ingest_captures(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,
@@ -39,23 +37,23 @@ def ingest_capture(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, 
     """
     fmt = detect_format(path)
     if fmt == "nsys-sqlite":
-        from nsight_advisor.ingest.nsys_sqlite import ingest_nsys_sqlite
+        from nsight_advisor.ingest.nsys.export import ingest_nsys_sqlite
 
         ingest_nsys_sqlite(con, capture_id, path, progress=progress, defer=defer)
     elif fmt == "nsys-rep":
-        from nsight_advisor.ingest.nsys_raw import ingest_nsys_report
+        from nsight_advisor.ingest.nsys.raw import ingest_nsys_report
 
         ingest_nsys_report(con, capture_id, path, progress=progress, defer=defer)
     elif fmt == "ncu-rep":
-        from nsight_advisor.ingest.ncu_rep import ingest_ncu_report
+        from nsight_advisor.ingest.ncu.rep_file import ingest_ncu_report
 
         ingest_ncu_report(con, capture_id, path, progress=progress)
     elif fmt == "ncu-csv":
-        from nsight_advisor.ingest.ncu_csv import ingest_ncu_csv
+        from nsight_advisor.ingest.ncu.csv_export import ingest_ncu_csv
 
         ingest_ncu_csv(con, capture_id, path, progress=progress)
     elif fmt == "kineto-json":
-        from nsight_advisor.ingest.kineto import ingest_kineto
+        from nsight_advisor.ingest.kineto.trace import ingest_kineto
 
         ingest_kineto(con, capture_id, path, progress=progress, defer=defer)
     else:  # detect_format raises for anything else; this guards new formats added there only

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsight_advisor.errors import InputError
-from nsight_advisor.ingest.kineto_json import MARKER_KEYS
-from nsight_advisor.ingest.kineto_json import sniff as sniff_json
+from nsight_advisor.common.errors import InputError
+from nsight_advisor.ingest.kineto.json_events import MARKER_KEYS
+from nsight_advisor.ingest.kineto.json_events import sniff as sniff_json
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NCU_REP_MAGIC = b"NVR\x00"  # every .ncu-rep seen, 2020.2 to 2025.3

@@ -1,6 +1,6 @@
 """Where an ingest's failures are classified: the capture's fault (one line, exit 2) or ours (a bug, exit 3).
 
-Every reader raises :class:`~nsight_advisor.errors.InputError` for the damage it knows. Damage it does not
+Every reader raises :class:`~nsight_advisor.common.errors.InputError` for the damage it knows. Damage it does not
 know still surfaces somewhere deeper: DuckDB cannot bind a column that was renamed or cast text to a number,
 SQLite's error text carries invalid UTF-8, Nsight Compute's reader meets a record cut short. Those are the
 capture's fault when they come out of reading one capture, so :func:`classified` turns them into one
@@ -23,8 +23,8 @@ from typing import Callable, TypeVar
 
 import duckdb
 
-from nsight_advisor.errors import InputError
-from nsight_advisor.text import first_line, printable
+from nsight_advisor.common.errors import InputError
+from nsight_advisor.common.text import first_line, printable
 
 F = TypeVar("F", bound=Callable)
 
@@ -80,7 +80,7 @@ def _utf8(text: str) -> bool:
 def _through_link(ingest, con, capture_id: int, path: Path, *args, **kwargs):
     """Ingest a capture whose name is not valid UTF-8 (DuckDB and SQLite take UTF-8 paths) through a symlink
     with a plain name in the run folder; the store records the name with its bad bytes escaped."""
-    from nsight_advisor.run_folder import release, temp_path
+    from nsight_advisor.common.run_folder import release, temp_path
 
     suffix = path.suffix if _utf8(path.suffix) else ""
     link = temp_path(suffix)

@@ -2,7 +2,7 @@
 
 ``render(result, fmt)`` is the one entry point; no analysis happens here, only layout of what the engine
 found. Every string from a capture is untrusted: HTML escapes it (Jinja2 autoescape), Markdown escapes it,
-JSON and SARIF carry it as JSON strings; HTML and Markdown lose control characters (:mod:`~nsight_advisor.control_chars`).
+JSON and SARIF carry it as JSON strings; HTML and Markdown lose control characters (:mod:`~nsight_advisor.common.control_chars`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ FORMATS = ("html", "json", "md", "sarif")
 
 def render(result: Any, fmt: str = "html") -> str:
     """``result`` (an AnalysisResult or its ``to_dict()``) rendered as ``fmt``: html, json, md or sarif."""
-    from nsight_advisor.control_chars import strip_controls
+    from nsight_advisor.common.control_chars import strip_controls
 
     if fmt == "html":
         from nsight_advisor.report.html import render_html

@@ -1,4 +1,4 @@
-"""``compare --format json|md|sarif|html``: a comparison (:func:`nsight_advisor.compare.compare_results`) as strict
+"""``compare --format json|md|sarif|html``: a comparison (:func:`nsight_advisor.compare.comparison.compare_results`) as strict
 JSON, as Markdown short enough for a pull-request comment (at most 65,536 characters), or as SARIF 2.1.0 with each
 result's ``baselineState`` (new, unchanged, updated, absent) for code scanning.
 
@@ -11,7 +11,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from nsight_advisor.fingerprint import FINGERPRINT_KEY
+from nsight_advisor.engine.fingerprint import FINGERPRINT_KEY
 from nsight_advisor.report.waiver_text import waiver_text
 from nsight_advisor.report.data import fmt_ns, jsonable
 from nsight_advisor.report.markdown import MAX_CHARS, md_code, md_escape

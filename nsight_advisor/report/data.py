@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from nsight_advisor.json_values import jsonable
-from nsight_advisor.severity import SEVERITIES, severity_rank
-from nsight_advisor.text import format_duration_ns as fmt_ns
+from nsight_advisor.common.json_values import jsonable
+from nsight_advisor.common.severity import SEVERITIES, severity_rank
+from nsight_advisor.report.formatting import clip, fmt_ns, fmt_pct  # noqa: F401 - used by every renderer
 from nsight_advisor.report.waiver_text import waiver_text
 
 STATUS_ORDER = {"errored": 0, "skipped": 1, "findings": 2, "clean": 3}
@@ -49,26 +49,6 @@ def as_dict(result: Any) -> dict[str, Any]:
         return to_dict()
     raise TypeError(f"cannot render {type(result).__name__}: expected an AnalysisResult or its to_dict()")
 
-
-
-def clip(text: Any, limit: int) -> str:
-    """``text`` as a string of at most ``limit`` characters, ending in '…' when it was cut."""
-    s = "" if text is None else str(text)
-    return s if len(s) <= limit else s[: max(0, limit - 1)] + "…"
-
-
-
-def fmt_pct(pct: Any, digits: int = 1) -> str:
-    """A percentage (0..100) as text, '–' when unknown."""
-    try:
-        v = float(pct)
-    except (TypeError, ValueError):
-        return "–"
-    if not math.isfinite(v):
-        return "–"
-    if 0 < abs(v) < 0.1:
-        return "<0.1%"
-    return f"{v:.{digits}f}%"
 
 
 def fmt_value(value: Any) -> str:

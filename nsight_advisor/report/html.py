@@ -18,7 +18,7 @@ from nsight_advisor.report import charts, rank_chart
 from nsight_advisor.report.data import (
     HTML_LIMITS, HTML_MAX_BYTES, HTML_TIGHT_LIMITS, Limits, clip, fmt_ns, fmt_pct, prepare,
 )
-from nsight_advisor.resources import templates_dir
+from nsight_advisor.common.resources import templates_dir
 
 MAX_CAPTURES_SHOWN = 12
 MAX_JOBS_SHOWN = 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from nsight_advisor.report.data import clip, fmt_ns, fmt_pct
+from nsight_advisor.report.formatting import clip, fmt_ns, fmt_pct
 
 #: Regions shown per finding; the JSON has them all.
 FINDING_REGIONS = 6

@@ -1,6 +1,6 @@
 """``--format sarif``: SARIF 2.1.0 for code-scanning tools: one result per finding, every rule in tool.driver.rules.
 
-A finding's ``partialFingerprints`` is its stable identity (:mod:`nsight_advisor.fingerprint`: rule, device,
+A finding's ``partialFingerprints`` is its stable identity (:mod:`nsight_advisor.engine.fingerprint`: rule, device,
 subject; never the numbers of its message), so code scanning keeps one alert per problem across runs. A finding's
 location is the capture file (by name, relative: a report never carries the absolute paths of
 the machine that wrote it). Rules that were skipped or errored are reported as tool execution
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nsight_advisor.fingerprint import FINGERPRINT_KEY, fingerprint
+from nsight_advisor.engine.fingerprint import FINGERPRINT_KEY, fingerprint
 from nsight_advisor.report.source_view import logical_locations
 from nsight_advisor.report.waiver_text import waiver_text
 from nsight_advisor.report.data import GUIDE_URL, PROJECT_URL, as_dict, clip, jsonable, rank_findings, safe_url

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from nsight_advisor.report.data import clip
+from nsight_advisor.report.formatting import clip
 
 #: Frames shown per finding in the HTML and Markdown (the JSON has the engine's top ones).
 SHOWN_FRAMES = 3

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the rule loader reads table names without loading duckdb (f
 _KERNELS = Table(
     "kernels",
     "One row per kernel execution on a GPU (Nsight Systems CUPTI_ACTIVITY_KIND_KERNEL). A view: kernel_rows "
-    "with its names from kernel_names; write rows with nsight_advisor.store.insert_kernels.",
+    "with its names from kernel_names; write rows with nsight_advisor.store.database.insert_kernels.",
     cols(
         CAPTURE_ID,
         DEVICE_ID,
@@ -64,7 +64,7 @@ _KERNELS = Table(
 _NVTX_RANGES = Table(
     "nvtx_ranges",
     "NVTX ranges and marks (NVTX_EVENTS), with text resolved and nesting depth computed. A view: nvtx_rows "
-    "with its domain names from nvtx_domains; write rows with nsight_advisor.store.insert_nvtx_ranges.",
+    "with its domain names from nvtx_domains; write rows with nsight_advisor.store.database.insert_nvtx_ranges.",
     cols(
         CAPTURE_ID,
         ("pid", "BIGINT", "Process id, decoded from globalTid."),
@@ -406,7 +406,7 @@ def create_schema(con: duckdb.DuckDBPyConnection) -> None:
         "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main' "
         f"AND table_name IN ({', '.join(_quote(t.name) for t in views)})").fetchall()
     if stale:  # a store from before kernels became a view (schema version 2): its rows cannot be carried over
-        from nsight_advisor.errors import InputError
+        from nsight_advisor.common.errors import InputError
 
         raise InputError(f"store written by an older nsight-advisor (its {stale[0][0]} is a table, not a view): "
                          "ingest the captures into a new store")

@@ -1,0 +1,178 @@
+"""Stream a PyTorch profiler (Kineto) trace: its header and its events, one at a time, never the whole file.
+
+A Kineto trace is Chrome-trace JSON, usually gzipped: one object whose ``traceEvents`` array holds every event,
+and beside it ``schemaVersion``, ``deviceProperties`` and ``distributedInfo``, which Kineto writes before the
+events (``traceName`` and ``baseTimeNanoseconds`` come after them and are not read). The header is read with
+ijson's token parser up to the ``traceEvents`` key; the events with the standard library's C scanner
+(:mod:`.json_stream`), which builds one small dict per event and keeps nothing else (docs/performance.md compares
+it with ijson's C backend and DuckDB's JSON reader).
+
+Numbers with a fraction come out of either parser as ``decimal.Decimal`` built from the file's own digits, so a
+timestamp in microseconds becomes integer nanoseconds exactly (:func:`to_ns`), with no float in between.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from decimal import Decimal, localcontext
+from pathlib import Path
+from typing import IO, Iterator
+
+from nsight_advisor.common.errors import InputError
+from nsight_advisor.ingest.kineto.json_stream import BadJSON, TruncatedJSON, iter_array
+from nsight_advisor.common.text import first_line
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+#: Top-level keys that mark a JSON file as a Kineto trace (any one of them within the sniffed head).
+MARKER_KEYS = ("traceEvents", "schemaVersion", "deviceProperties", "distributedInfo")
+
+#: Bytes of (decompressed) text detection looks at.
+SNIFF_BYTES = 64 * 1024
+
+#: Bytes read from the file per parser call.
+READ_BYTES = 1 << 20
+
+
+def sniff(path: Path, head: bytes) -> str | None:
+    """``'kineto-json'`` when ``head`` (the file's first bytes) starts a Kineto trace, ``'json'`` for other JSON,
+    ``'gzip'`` for other gzip data, else None. A gzip head is decompressed (its first :data:`SNIFF_BYTES`)."""
+    gz = head.startswith(GZIP_MAGIC)
+    if gz:
+        try:
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(SNIFF_BYTES)
+        except (OSError, EOFError, zlib.error):
+            return "gzip"  # the ingest of whatever it is says what is wrong with it
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not text.startswith((b"{", b"[")):
+        return "gzip" if gz else None
+    if not gz and len(head) < SNIFF_BYTES:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    if any(b'"' + key.encode() + b'"' in head for key in MARKER_KEYS):
+        return "kineto-json"
+    return "json"
+
+
+def open_text(path: Path) -> IO[bytes]:
+    """The trace's JSON bytes: the file itself, or its decompressed content when it is gzipped."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == GZIP_MAGIC
+    return gzip.open(path, "rb") if gz else open(path, "rb")
+
+
+def _ijson():
+    """ijson's C backend (``yajl2_c``, shipped in its wheels); its pure-Python one only where the C one is absent
+    (the same results, several times slower)."""
+    import ijson
+
+    try:
+        return ijson.get_backend("yajl2_c")
+    except ImportError:
+        return ijson
+
+
+def read_header(path: Path) -> dict:
+    """The top-level members written before ``traceEvents`` (schemaVersion, deviceProperties, distributedInfo...).
+
+    Raises InputError when the file is not a JSON object or has no ``traceEvents`` array.
+    """
+    ijson = _ijson()
+    header: dict = {}
+    try:
+        with open_text(path) as fh:
+            events = ijson.parse(fh, buf_size=64 * 1024)
+            prefix, event, value = next(events, (None, None, None))
+            if event != "start_map":
+                raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (its top level is no object)")
+            for prefix, event, value in events:
+                if prefix == "" and event == "map_key":
+                    if value == "traceEvents":
+                        if next(events, (None, None, None))[1] != "start_array":
+                            raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (traceEvents is no "
+                                             "array)")
+                        return header
+                    header[value] = _build(events)
+                elif prefix == "" and event == "end_map":
+                    break
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every read or parse error of the input becomes one line
+        raise input_error(path, exc) from None
+    raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (no traceEvents array)")
+
+
+def _build(events: Iterator[tuple]):
+    """The value that starts with the next parse event, as Python objects (a header value: small)."""
+    from ijson.common import ObjectBuilder
+
+    builder = ObjectBuilder()
+    depth = 0
+    for _prefix, event, value in events:
+        builder.event(event, value)
+        if event in ("start_map", "start_array"):
+            depth += 1
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+        if depth == 0:
+            return builder.value
+    raise EOFError("the file ends inside the header")
+
+
+def iter_events(path: Path) -> Iterator[dict]:
+    """Every element of ``traceEvents``, one dict at a time. Errors of the input surface as InputError."""
+    try:
+        with open_text(path) as fh:
+            yield from iter_array(fh, "traceEvents", read_bytes=READ_BYTES)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see read_header
+        raise input_error(path, exc) from None
+
+
+def input_error(path: Path, exc: BaseException) -> InputError:
+    """One line saying why the trace at ``path`` cannot be read, for a read or parse error ``exc``."""
+    from ijson.common import IncompleteJSONError, JSONError
+
+    text = first_line(exc)
+    if isinstance(exc, TruncatedJSON):
+        return InputError(f"{path}: truncated JSON (the file ends inside the trace); copy the trace again")
+    if isinstance(exc, BadJSON):
+        return InputError(f"{path}: not valid JSON ({text[:200]})")
+    if isinstance(exc, EOFError) or "end-of-stream" in text:
+        return InputError(f"{path}: truncated gzip file ({text}); copy the trace again")
+    if isinstance(exc, (zlib.error, gzip.BadGzipFile)):
+        return InputError(f"{path}: corrupt gzip data ({text})")
+    if isinstance(exc, IncompleteJSONError) and ("incomplete" in text.lower() or "premature eof" in text.lower()):
+        return InputError(f"{path}: truncated JSON (the file ends inside the trace); copy the trace again")
+    if isinstance(exc, JSONError):
+        return InputError(f"{path}: not valid JSON ({text[:200]})")
+    if isinstance(exc, UnicodeDecodeError):
+        return InputError(f"{path}: not UTF-8 text ({text[:200]})")
+    if isinstance(exc, OSError):
+        return InputError(f"{path}: cannot be read ({exc.strerror or text})")
+    raise exc
+
+
+def to_ns(value, what: str) -> int:
+    """Microseconds as written in the trace (an int, or a Decimal of its digits) as integer nanoseconds.
+
+    Exact for up to three fraction digits (all Kineto writes); finer digits are cut off (toward zero), as
+    ``int(value * 1000)`` does in the ingest's loop. Raises ValueError naming ``what`` for anything that is not
+    a number.
+    """
+    if type(value) in (int, Decimal):
+        with localcontext() as ctx:
+            ctx.prec = 60
+            return int(value * 1000)
+    raise ValueError(f"{what} is {_shown(value)}, not a number")
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+__all__ = ["sniff", "open_text", "read_header", "iter_events", "input_error", "to_ns", "MARKER_KEYS"]

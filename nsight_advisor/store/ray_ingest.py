@@ -1,0 +1,132 @@
+"""Ingest many captures as Ray tasks: each task ingests one capture, the driver merges them in capture-id order.
+
+Each task runs :func:`nsight_advisor.store.capture_tables.ingest_capture_tables` on whatever node Ray picks and
+returns the capture's normalized tables as Arrow tables through Ray's object store; the driver appends them to
+the store one capture at a time, in capture-id order, so the store is the same as the local pool's and the
+driver holds one capture's tables at a time, whatever the number of ranks. At most a few tasks per cluster CPU
+are submitted ahead of the merge, so finished results do not pile up in the object store either.
+
+A task whose worker process dies (killed, out of memory, its node lost) is rerun by Ray up to
+``max_retries`` times; ingesting a capture has no side effect outside the task's temporary folder, so a rerun
+gives the same tables. A capture that cannot be read is an answer, not a failure: it is not retried, the
+remaining tasks are cancelled and the run stops with that capture's one-line reason.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import Collection, Sequence
+
+import duckdb
+
+from nsight_advisor.store.capture_tables import ingest_capture_tables, merge_capture_tables
+from nsight_advisor.common.errors import InputError, NsightAdvisorError
+from nsight_advisor.store.executors import Executor
+from nsight_advisor.common.progress import Progress
+
+#: Test hook: a task started while this names a file that does not exist yet creates it and kills its own
+#: worker process (SIGKILL, no cleanup), once per run, as a crash or the out-of-memory killer would.
+KILL_ONCE_ENV = "NSIGHT_ADVISOR_TEST_KILL_ONCE"
+
+
+def capture_task(capture_id: int, path: str, defer: tuple[str, ...], expected_size: int,
+                 kill_marker: str | None = None):
+    """The body of one Ray task: the capture's tables, or the one-line reason it cannot be read (a str)."""
+    if kill_marker:
+        try:
+            with open(kill_marker, "x"):
+                pass
+        except FileExistsError:
+            pass
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        return ingest_capture_tables(capture_id, Path(path), threads=1, defer=defer, expected_size=expected_size)
+    except InputError as exc:
+        return str(exc).strip().replace("\n", " ")
+
+
+def ingest_with_ray(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], executor: Executor, *,
+                    progress: bool = False, defer: Collection[str] = ()) -> None:
+    """Ingest every ``(capture_id, path)`` as a Ray task on the cluster at ``executor.address`` into ``con``."""
+    import ray
+
+    joined = _join(ray, executor.address)
+    try:
+        task = ray.remote(num_cpus=1, max_retries=executor.max_retries)(capture_task)
+        ahead = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        kill_marker = os.environ.get(KILL_ONCE_ENV) or None
+        todo = collections.deque(sorted(items))
+        pending: collections.deque = collections.deque()
+
+        def submit() -> None:
+            while todo and len(pending) < ahead:
+                cid, path = todo.popleft()
+                pending.append((cid, path, task.remote(cid, str(path), tuple(sorted(defer)),
+                                                       os.stat(path).st_size, kill_marker)))
+
+        with Progress(f"ingest {len(items)} captures on Ray", 2 * len(items), enabled=progress) as bar:
+            try:
+                submit()
+                while pending:
+                    _cid, path, ref = pending[0]
+                    outcome = _get(ray, ref, path, executor.max_retries)
+                    pending.popleft()
+                    del ref
+                    if isinstance(outcome, str):
+                        raise InputError(outcome)
+                    bar.step(f"ingested {Path(path).name}")
+                    merge_capture_tables(con, outcome)
+                    del outcome
+                    bar.step(f"merged {Path(path).name}")
+                    submit()
+            except BaseException:  # a bad capture, a dead worker, Ctrl-C: what is still pending is not needed
+                for _cid, _path, other in pending:
+                    ray.cancel(other)
+                raise
+    finally:
+        if joined:
+            ray.shutdown()
+
+
+def _join(ray, address: str | None) -> bool:
+    """Connect this process to the cluster unless it already is (a notebook's own ``ray.init``); True when
+    this call connected it (and so disconnects it at the end)."""
+    if ray.is_initialized():
+        return False
+    _reachable(address or "auto")
+    try:
+        ray.init(address=address or "auto", logging_level=logging.ERROR, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NsightAdvisorError(f"--ray-address {address}: no Ray cluster to join ({reason}); start one with "
+                                 "`ray start --head` or give its address") from None
+    return True
+
+
+def _reachable(address: str) -> None:
+    """NsightAdvisorError unless ``host:port`` accepts a connection within seconds: Ray itself retries an
+    unreachable address for minutes before it gives up."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or not host or not port.isdigit():
+        return  # ``auto`` is found (or not) at once by Ray; any other form is Ray's to judge
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise NsightAdvisorError(f"--ray-address {address}: no Ray cluster answers there "
+                                 f"({exc.strerror or type(exc).__name__}); start one with `ray start --head`") from None
+
+
+def _get(ray, ref, path: Path, retries: int):
+    """The task's result; a task whose worker died more often than Ray retries it is one line, not a traceback."""
+    try:
+        return ray.get(ref)
+    except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+            ray.exceptions.ObjectLostError) as exc:
+        raise NsightAdvisorError(f"{path}: the Ray worker ingesting it died {retries + 1} times "
+                                 f"({type(exc).__name__}); see the cluster's logs") from None

@@ -1,0 +1,179 @@
+"""Reuse the findings of an identical earlier analysis: same store file, same rules, same settings.
+
+Rules are pure functions of the store and their parameters, so when nothing of that changed the earlier
+result is the answer; this makes a warm ``analyze`` cost a file read and a render instead of every rule's
+query over millions of rows. The key covers the store file (path, inode, size, mtime), the capture ids,
+every file of the package, the built-in rules and the extra rule folders (path, size, mtime), the
+resolved configuration, ``--set``/``--select``/``--ignore`` and the tool version. Results in which a rule
+errored are never kept (a time limit under load is no property of the capture). One result per store is
+kept, in the cache folder under ``results/``, with the reports rendered from it (``KEY.html``, ...), so a
+warm run does not even render.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from nsight_advisor.common.version import __version__
+from nsight_advisor.common.run_folder import release, temp_path
+from nsight_advisor.store.cache import cache_dir
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the nsight_advisor package
+
+
+def results_dir() -> Path:
+    """Where cached analysis results live (inside :func:`~nsight_advisor.store.cache.cache_dir`)."""
+    return cache_dir() / "results"
+
+
+def result_key(store: Path, capture_ids: Sequence[int], *, config: Any, rules_dirs: Iterable[Path] = (),
+               overrides: Iterable[str] = (), select: Iterable[str] = (), ignore: Iterable[str] = (),
+               window: str | None = None, gpu: str | None = None) -> str:
+    """``STORE-STATE``: a hash of the store's path, then of everything the result depends on. ``config`` is the
+    resolved configuration (its ``repr`` is hashed, and its ``rules_dirs`` are read like ``rules_dirs``)."""
+    from nsight_advisor.common.resources import builtin_rules_dir, templates_dir
+
+    store = Path(store).resolve()
+    st = store.stat()
+
+    folders = [_PACKAGE_DIR, builtin_rules_dir(), templates_dir(), *map(Path, config.rules_dirs),
+               *map(Path, rules_dirs)]
+    state = hashlib.sha256()
+    for part in (__version__, st.st_ino, st.st_size, st.st_mtime_ns, list(capture_ids), repr(config),
+                 list(overrides), list(select), list(ignore), window, gpu):
+        state.update(repr(part).encode() + b"\0")
+    for folder in folders:
+        state.update(f"{folder.resolve()}\0".encode())
+        for entry in _files(folder):
+            fst = entry.stat()
+            state.update(f"{entry.path}|{fst.st_size}|{fst.st_mtime_ns}\0".encode())
+    where = hashlib.sha256(str(store).encode()).hexdigest()[:16]
+    return f"{where}-{state.hexdigest()[:24]}"
+
+
+def _files(folder: Path) -> list[os.DirEntry]:
+    """Every file under ``folder``, symlinked folders followed once each: a folder linking to itself (or to
+    one above it) is a cycle, and walking it again would never end."""
+    out: list[os.DirEntry] = []
+    stack = [str(folder)]
+    seen: set[str] = set()
+    while stack:
+        current = stack.pop()
+        real = os.path.realpath(current)
+        if real in seen:
+            continue
+        seen.add(real)
+        try:
+            with os.scandir(current) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=True):
+                        if entry.name != "__pycache__" and not entry.name.startswith("."):
+                            stack.append(entry.path)
+                    elif not entry.name.endswith((".pyc", ".pyo")):
+                        out.append(entry)
+        except OSError:
+            continue
+    out.sort(key=lambda e: e.path)
+    return out
+
+
+#: Turns a kept result's JSON document back into the result object (the engine's ``result_from_dict``).
+Decode = Callable[[dict], Any]
+
+
+def read_result(key: str, decode: Decode) -> Any | None:
+    """The cached result under ``key`` (``decode`` of its JSON), or None (absent or unreadable)."""
+    path = results_dir() / f"{key}.json"
+    try:
+        result = decode(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    result._cache_key = key
+    return result
+
+
+def write_result(key: str, result: Any, decode: Decode) -> bool:
+    """Keep ``result`` (an object with ``outcomes`` and ``to_dict()``) under ``key``, replacing older results of
+    the same store; False when not kept (an errored rule, or JSON that ``decode`` would not give back the same)."""
+    if any(o.status == "errored" for o in result.outcomes):
+        return False
+    doc = result.to_dict()
+    try:
+        text = json.dumps(doc, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    if json.loads(text) != doc or decode(json.loads(text)).to_dict() != doc:
+        return False  # would not come back identical (tuples, non-JSON values): not worth a surprise
+    folder = results_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = temp_path(".tmp", near=folder)
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, folder / f"{key}.json")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            release(tmp.parent)
+    except OSError:
+        return False
+    where = key.split("-", 1)[0]
+    for old in folder.glob(f"{where}-*"):
+        if old.name.split(".", 1)[0] != key:
+            with contextlib.suppress(FileNotFoundError):
+                old.unlink()
+    result._cache_key = key  # lets write_report keep and reuse the rendered report too
+    return True
+
+
+def _rendered_path(key: str, result: Any, fmt: str) -> Path:
+    # The result's own digest is part of the name: a caller that changed the result after analyze()
+    # gets a fresh render, never one of the unchanged result.
+    digest = hashlib.sha256(json.dumps(result.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return results_dir() / f"{key}.{digest}.{fmt}"
+
+
+def read_rendered(result: Any, fmt: str) -> str | None:
+    """The report of ``result`` rendered as ``fmt``, when kept beside the cached result; else None."""
+    key = getattr(result, "_cache_key", None)
+    if key is None:
+        return None
+    try:
+        return _rendered_path(key, result, fmt).read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+
+
+def write_rendered(result: Any, fmt: str, text: str) -> None:
+    """Keep ``text``, ``result`` rendered as ``fmt``, beside the cached result (only while that is kept)."""
+    key = getattr(result, "_cache_key", None)
+    folder = results_dir()
+    if key is None or not (folder / f"{key}.json").exists():
+        return
+    target = _rendered_path(key, result, fmt)
+    try:
+        tmp = temp_path(".tmp", near=folder)
+    except OSError:
+        return
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        release(tmp.parent)
+
+
+def forget_store(store: Path) -> None:
+    """Drop the cached results of the store at ``store`` (called when the store is rebuilt or removed)."""
+    where = hashlib.sha256(str(Path(store).resolve()).encode()).hexdigest()[:16]
+    for old in results_dir().glob(f"{where}-*"):
+        with contextlib.suppress(FileNotFoundError):
+            old.unlink()
