@@ -14,7 +14,7 @@ OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
 #: Parts of a device's time partition a finding's impact can come out of (docs/impact.md); host = host-wide.
 IMPACT_PARTS = ("kernel", "comm", "copy", "memset", "idle", "host")
 #: Why a GPU idled: the closed vocabulary of gpu_idle_gaps.cause (schema/views/32_idle_gaps.sql).
-IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "host", "unknown")
+IDLE_CAUSES = ("launch", "dependency", "startup", "jit", "allocation", "host-copy", "sync", "host", "unknown")
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
