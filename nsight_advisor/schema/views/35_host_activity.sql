@@ -103,15 +103,16 @@ left join frames f on f.capture_id = s.capture_id and f.callchain_id = s.callcha
 left join periods p on p.capture_id = s.capture_id and p.pid = s.pid and p.tid = s.tid;
 
 -- @view host_activity
--- One row per idle gap of 20 us or more (gpu_idle_gaps, all causes but launch): the thread that launches the
--- device's work, what it did during the gap by activity (the vocabulary above), and the activity that names the
--- gap when one covers half of it or more.
+-- One row per idle gap of 20 us or more (gpu_idle_gaps, all causes but launch), and one per capture for the time
+-- before its analysis window (cause 'before-window', device_id NULL, on the thread that launched the window's
+-- first operation): the thread that launches the device's work, what it did during the gap by activity (the
+-- vocabulary above), and the activity that names the gap when one covers half of it or more.
 -- @column capture_id Capture (captures.capture_id).
--- @column device_id GPU.
+-- @column device_id GPU (NULL for the time before the window).
 -- @column start_ns Gap start, ns.
 -- @column end_ns Gap end, ns.
 -- @column duration_ns end_ns - start_ns, ns.
--- @column cause The gap's cause (gpu_idle_gaps.cause).
+-- @column cause The gap's cause (gpu_idle_gaps.cause), or before-window.
 -- @column pid Process of the launching thread, or NULL when no launch call is recorded.
 -- @column tid The launching thread, or NULL.
 -- @column io_ns Time in the gap in io calls, ns.
@@ -161,9 +162,22 @@ threaded as (
     left join ending e on e.capture_id = g.capture_id and e.dev = g.dev and e.start_ns = g.start_ns
     left join beginning b on b.capture_id = g.capture_id and b.dev = g.dev and b.start_ns = g.start_ns
 ),
+before as (
+    -- the time before the analysis window, on the thread that launched the window's first operation
+    select w.capture_id, null::integer as device_id, -2 as dev, c.start_ns, w.start_ns as end_ns,
+           w.start_ns - c.start_ns as duration_ns, 'before-window' as cause,
+           (select min_by(struct_pack(pid := l.pid, tid := l.tid), l.end_ns) from launches l
+            where l.capture_id = w.capture_id and l.start_ns = w.start_ns) as t
+    from analysis_window w
+    join captures c on c.capture_id = w.capture_id
+    where w.start_ns > c.start_ns
+),
 tg as (
     select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, t.pid as pid, t.tid as tid
     from threaded
+    union all
+    select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, t.pid, t.tid
+    from before
 ),
 api as (
     select a.capture_id, a.pid, a.tid, a.start_ns, a.end_ns, a.base_name
