@@ -15,7 +15,8 @@
 -- what their union leaves after the calls inside them (io, wait, cuda-api); CPU samples count one sampling period
 -- each (the median interval between a thread's consecutive samples), within what the rest leaves. A gap is named
 -- after an activity only when it covers half the gap or more (na_host_label_share): below that it is
--- unattributed, and the evidence says how much the largest activity covered ("12% covered by cudaMalloc"), so no
+-- unattributed, and the evidence says how much the largest activity covered ("unattributed (12% covered by
+-- cuda-api, most in cudaMalloc 12%)"), so no
 -- gap is named after a sliver. Half is the calibration on the five shared exports with host data: every gap of
 -- 1 ms or more there is covered 50% or more by one activity, or by none above 40%.
 
@@ -129,7 +130,7 @@ left join periods p on p.capture_id = s.capture_id and p.pid = s.pid and p.tid =
 -- @column top_operator The PyTorch operator covering most of the gap, aten:: operators first, or NULL.
 -- @column top_function The program function most samples in the gap were taken in, or NULL.
 -- @column top_function_share That function's share of the gap's samples, 0 to 1, or NULL.
--- @column detail What names the gap in words: the call, operator or function and its share, or for unattributed what covered most ("12% covered by cudaMalloc").
+-- @column detail What names the gap in words: the activity and its share, and the call, operator or function that covered most ("cuda-api covers 100%, most in cudaDeviceSynchronize 63%"); for unattributed what covered most ("unattributed (12% covered by cuda-api, most in cudaMalloc 12%)").
 create or replace view host_activity as
 with gaps as (
     select capture_id, device_id, coalesce(device_id, -1) as dev, start_ns, end_ns, duration_ns, cause
@@ -241,7 +242,11 @@ per_gap as (
            arg_max(label, ns) filter (where kind = 'io') as top_io,
            arg_max(label, ns) filter (where kind = 'wait') as top_wait,
            arg_max(label, ns) filter (where kind = 'cuda-api') as top_cuda_api,
-           arg_max(label, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator
+           arg_max(label, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator,
+           max(ns) filter (where kind = 'io') as top_io_ns,
+           max(ns) filter (where kind = 'wait') as top_wait_ns,
+           max(ns) filter (where kind = 'cuda-api') as top_cuda_api_ns,
+           arg_max(ns, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator_ns
     from per_label
     group by all
 ),
@@ -266,7 +271,8 @@ measured as (
            least(coalesce(p.cuda_ns, 0), g.duration_ns) as cuda_api_ns,
            coalesce(p.ops_ns, 0) as ops_ns,
            coalesce(s.samples, 0) as samples, coalesce(s.sampled_ns, 0) as sampled_ns,
-           p.top_io, p.top_wait, p.top_cuda_api, p.top_operator, s.top_function, s.top_function_share
+           p.top_io, p.top_wait, p.top_cuda_api, p.top_operator, s.top_function, s.top_function_share,
+           p.top_io_ns, p.top_wait_ns, p.top_cuda_api_ns, p.top_operator_ns
     from tg g
     left join per_gap p on p.capture_id = g.capture_id and p.dev = g.dev and p.gap_start_ns = g.start_ns
     left join per_gap_samples s on s.capture_id = g.capture_id and s.dev = g.dev and s.gap_start_ns = g.start_ns
@@ -284,10 +290,13 @@ rest as (
 ranked as (
     select *,
            -- the largest activity (ties: the order of the vocabulary)
-           [struct_pack(a := 'io', ns := io_ns, what := top_io), struct_pack(a := 'wait', ns := wait_ns, what := top_wait),
-            struct_pack(a := 'cuda-api', ns := cuda_api_ns, what := top_cuda_api),
-            struct_pack(a := 'framework', ns := framework_ns, what := top_operator),
-            struct_pack(a := 'cpu', ns := cpu_ns, what := top_function)] as acts
+           -- each with the call, operator or function that covered most of it, and how much that one covered
+           [struct_pack(a := 'io', ns := io_ns, what := top_io, what_ns := top_io_ns::double),
+            struct_pack(a := 'wait', ns := wait_ns, what := top_wait, what_ns := top_wait_ns::double),
+            struct_pack(a := 'cuda-api', ns := cuda_api_ns, what := top_cuda_api, what_ns := top_cuda_api_ns::double),
+            struct_pack(a := 'framework', ns := framework_ns, what := top_operator, what_ns := top_operator_ns::double),
+            struct_pack(a := 'cpu', ns := cpu_ns, what := top_function,
+                        what_ns := cpu_ns * top_function_share::double)] as acts
     from rest
 ),
 topped as (
@@ -304,9 +313,11 @@ select capture_id, device_id, start_ns, end_ns, duration_ns, cause, pid, tid,
        case
            when top.ns <= 0 then 'unattributed (nothing recorded on the launching thread covers it)'
            when top.ns >= na_host_label_share() * duration_ns then
-               top.a || ': ' || coalesce(top.what, 'unnamed') || ' covers ' || round(100 * top.ns / duration_ns)::bigint
-               || '%' || case when top.a = 'cpu' and top_function_share is not null
-                              then ' (' || round(100 * top_function_share)::bigint || '% of its samples)' else '' end
-           else 'unattributed (' || round(100 * top.ns / duration_ns)::bigint || '% covered by ' || coalesce(top.what, top.a) || ')'
+               top.a || ' covers ' || round(100 * top.ns / duration_ns)::bigint || '%'
+               || coalesce(', most in ' || top.what || ' ' || round(100 * least(top.what_ns, top.ns) / duration_ns)::bigint
+                           || '%', '')
+           else 'unattributed (' || round(100 * top.ns / duration_ns)::bigint || '% covered by ' || top.a
+                || coalesce(', most in ' || top.what || ' ' || round(100 * least(top.what_ns, top.ns) / duration_ns)::bigint
+                            || '%', '') || ')'
        end as detail
 from topped;
