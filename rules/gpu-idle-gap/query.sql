@@ -66,6 +66,7 @@ select
     p.pid,
     p.tid,
     sum(p.idle_ns) over (partition by p.device_id) as device_idle_ns,
+    round(100.0 * sum(p.idle_ns) over (partition by p.device_id) / nullif(w.duration_ns, 0), 3) as device_idle_pct,
     case p.activity
         when 'io' then 'I/O on the launching thread: read ahead on another thread or process (a loader thread, '
                        || 'DataLoader workers), keep files open and buffered, and stage inputs in pinned buffers'
@@ -86,3 +87,4 @@ select
     p.idle_ns as impact_ns
 from per_activity p
 left join tops t on t.device_id is not distinct from p.device_id and t.activity = p.activity
+cross join (select duration_ns from analysis_window where capture_id = $capture_id) w
