@@ -17,7 +17,7 @@ from nsight_advisor.common.errors import ConfigError
 #: Parts of a device's time partition a finding's impact can come out of (docs/impact.md); host = host-wide.
 IMPACT_PARTS = ("kernel", "comm", "copy", "memset", "idle", "host")
 #: Why a GPU idled: the closed vocabulary of gpu_idle_gaps.cause (schema/views/32_idle_gaps.sql).
-IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "host", "unknown")
+IDLE_CAUSES = ("launch", "dependency", "startup", "jit", "allocation", "host-copy", "sync", "host", "unknown")
 
 if TYPE_CHECKING:
     import duckdb
@@ -193,3 +193,18 @@ def read_accounting(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) 
     for (cid, _device), entry in devices.items():
         out[cid].append(entry)
     return out
+
+
+def add_idle_claims(accounts: dict[int, list[dict[str, Any]]], findings: Sequence[Any]) -> None:
+    """Set ``idle_claimed_ns`` on every accounting row: the idle time the settled findings of that device claim
+    (rules whose ``impact_part`` is idle; the reconciliation keeps their sum within ``idle_ns``)."""
+    claimed: dict[tuple[int, Any], int] = {}
+    for f in findings:
+        rule = f.internal.get("rule") if isinstance(getattr(f, "internal", None), dict) else None
+        if rule is None or rule.finding.impact_part != "idle" or f.device_id is None:
+            continue
+        key = (f.capture_id, f.device_id)
+        claimed[key] = claimed.get(key, 0) + int(f.impact_ns or 0)
+    for cid, rows in accounts.items():
+        for entry in rows:
+            entry["idle_claimed_ns"] = min(claimed.get((cid, entry["device_id"]), 0), entry["idle_ns"])

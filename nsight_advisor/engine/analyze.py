@@ -79,10 +79,17 @@ def rules_reading(tables: Iterable[str], *, rules_dirs: Iterable[Path] = (), con
         required = {r.value for r in rule.requires if r.kind == "table"}
         if any(r.kind == "gpu_metric" for r in rule.requires):
             required.add("gpu_metrics")
+        named = {v for v in VIEW_TABLES if re.search(rf"\b{re.escape(v)}\b", rule.query, flags=re.IGNORECASE)}
+        required.update(t for v in named for t in VIEW_TABLES[v])
         for table in tables:
             if table in required or re.search(rf"\b{re.escape(table)}\b", rule.query, flags=re.IGNORECASE):
                 read.add(table)
     return read
+
+
+#: Analysis views that read a deferrable table (nsight_advisor.ingest.DEFERRABLE): a rule naming the view reads
+#: the table. (gpu_idle_gaps reads nvtx_ranges too, but classifies its gaps from CUDA calls alone without them.)
+VIEW_TABLES = {"host_activity": ("cpu_ops",)}
 
 
 def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], rules: list[Rule], *,
@@ -158,6 +165,7 @@ def settle_impacts(con: duckdb.DuckDBPyConnection, captures: list[dict], finding
     accounts = accounting.read_accounting(con, ids)
     settled = reconcile(findings, captures, accounts, {cid: kernel_time_by_name(con, cid) for cid in ids})
     settled.sort(key=finding_rank)
+    accounting.add_idle_claims(accounts, settled)
     return settled, accounts
 
 

@@ -156,9 +156,24 @@ PARTITION_COLORS = {
     "idle: host-copy": "#d9a05b",
     "idle: sync": "#b8486b",
     "idle: host": "#e07b5f",
+    "idle: dependency": "#6a8fb8",
     "idle: unknown": "#dcdfe3",
 }
 MAX_PARTITION_DEVICES = 8
+#: Idle time no finding explains is called out when it is at least this share of the device's window.
+UNCLAIMED_IDLE_PCT = 5.0
+
+
+def unclaimed_idle_text(a: Mapping[str, Any]) -> str:
+    """"12.3 ms (15%) of idle time no finding explains" when the idle time the findings do not claim is at least
+    :data:`UNCLAIMED_IDLE_PCT` of the window, else ""."""
+    window = float(a.get("window_end_ns", 0)) - float(a.get("window_start_ns", 0))
+    if window <= 0 or a.get("idle_claimed_ns") is None:
+        return ""
+    left = float(a.get("idle_ns") or 0) - float(a.get("idle_claimed_ns") or 0)
+    if left <= 0 or 100.0 * left / window < UNCLAIMED_IDLE_PCT:
+        return ""
+    return f"{fmt_ns(left)} ({fmt_pct(100.0 * left / window)}) of idle time no finding explains"
 
 
 def partition_bars(accounting: list[Mapping[str, Any]] | None, width: int = 340) -> dict[str, Any] | None:
@@ -191,6 +206,7 @@ def partition_bars(accounting: list[Mapping[str, Any]] | None, width: int = 340)
             x += w
         device = a.get("device_id")
         bars.append({"device": "host" if device is None else f"GPU {device}", "window": fmt_ns(window),
+                     "unclaimed": unclaimed_idle_text(a),
                      "before": fmt_ns(a.get("before_window_ns")) if a.get("before_window_ns") else "",
                      "source": clip(a.get("window_source"), 120),
                      "segments": segments, "total": round(max(x, 1.0), 2)})

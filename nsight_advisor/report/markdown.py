@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from nsight_advisor.report.data import Limits, clip, fmt_ns, fmt_pct, prepare
+from nsight_advisor.report.charts import unclaimed_idle_text
 
 MAX_CHARS = 65_536
 SEVERITY_MARK = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
@@ -156,7 +157,8 @@ def _partition_lines(accounting: Any, limit: int = 4) -> list[str]:
                                                                  key=lambda kv: -kv[1])]
         shown = ", ".join(f"{label} {fmt_pct(100.0 * ns / window)}" for label, ns in parts if ns)
         device = "host" if a.get("device_id") is None else f"GPU {a.get('device_id')}"
-        lines.append(f"  - {device}, window {fmt_ns(window)}: {shown}")
+        unclaimed = unclaimed_idle_text(a)
+        lines.append(f"  - {device}, window {fmt_ns(window)}: {shown}" + (f"; **{unclaimed}**" if unclaimed else ""))
     return lines
 
 

@@ -2,7 +2,9 @@
 -- included) and run-time compilation. Inside the analysis window they are the idle gaps of gpu_idle_gaps whose
 -- cause is 'startup' or 'jit': one row per device and cause. Before the window, the time from the capture's first
 -- event to its first GPU operation is one host-wide row (device_id NULL): setup that no device's window holds,
--- always reported at info, with the CUDA calls made in it as evidence.
+-- always reported at info, with the CUDA calls made in it as evidence and what the launching thread did meanwhile
+-- by host activity (host_activity: io, wait, cuda-api, framework, cpu), so the program's own CPU work before its
+-- first kernel is told apart from initialization.
 with gaps as (
     select
         device_id,
@@ -28,6 +30,12 @@ cuda_before as (
     from cuda_api_calls a, window_start w
     where a.capture_id = $capture_id and a.end_ns <= w.start_ns
 ),
+host as (
+    -- what the thread that launched the window's first operation did before it (host_activity)
+    select io_ns, wait_ns, cuda_api_ns, framework_ns, cpu_ns, activity, detail
+    from host_activity
+    where capture_id = $capture_id and cause = 'before-window'
+),
 rows_ as (
     select
         cause, device_id, gaps, longest_gap_ns, named_by, null::bigint as cuda_ns, cost_ns,
@@ -37,7 +45,8 @@ rows_ as (
             || ' ms, e.g. during ' || coalesce(named_by, 'host work')
             || case when named_by ilike '%launch%' then ' (lazy loading of the kernel''s module on its first launch)'
                     else '' end as what,
-        null::varchar as severity
+        null::varchar as severity, null::varchar as host_activity, null::bigint as io_ns, null::bigint as wait_ns,
+        null::bigint as cuda_api_ns, null::bigint as framework_ns, null::bigint as cpu_ns
     from gaps
     union all
     select
@@ -47,10 +56,20 @@ rows_ as (
         'the capture runs ' || round((w.start_ns - w.capture_start_ns) / 1e6, 1) || ' ms before ' || w.boundary
             || case when b.calls > 0 then ', ' || round(least(b.cuda_ns, w.start_ns - w.capture_start_ns) / 1e6, 1)
                     || ' ms of it in ' || b.calls || ' CUDA call(s) such as ' || b.named_by else '' end
-            || ' (not part of the analysis window)',
-        'info'
+            || ' (not part of the analysis window)'
+            || coalesce('; the launching thread: ' || case h.activity
+                   when 'cpu' then 'the program''s own CPU work, not startup: '
+                   when 'io' then 'reading and writing files: '
+                   when 'framework' then 'framework operators: '
+                   else '' end || h.detail
+                   || ' (io ' || round(h.io_ns / 1e6, 1) || ' ms, wait ' || round(h.wait_ns / 1e6, 1)
+                   || ' ms, cuda-api ' || round(h.cuda_api_ns / 1e6, 1) || ' ms, framework '
+                   || round(h.framework_ns / 1e6, 1) || ' ms, cpu ' || round(h.cpu_ns / 1e6, 1) || ' ms)', ''),
+        'info', h.activity, h.io_ns, h.wait_ns, h.cuda_api_ns, h.framework_ns, h.cpu_ns
     from window_start w, cuda_before b
+    left join host h on true
     where w.start_ns > w.capture_start_ns
 )
-select cause, device_id, gaps, longest_gap_ns, named_by, cuda_ns, scope, what, severity, cost_ns, cost_ns as impact_ns
+select cause, device_id, gaps, longest_gap_ns, named_by, cuda_ns, scope, what, severity, host_activity, io_ns, wait_ns,
+       cuda_api_ns, framework_ns, cpu_ns, cost_ns, cost_ns as impact_ns
 from rows_

@@ -102,7 +102,9 @@ def write_capture_row(reader: ExportReader) -> None:
             SELECT min(start_ns), max(end_ns) FROM memsets WHERE capture_id = $cid UNION ALL
             SELECT min(start_ns), max(end_ns) FROM syncs WHERE capture_id = $cid UNION ALL
             SELECT min(start_ns), max(end_ns) FROM nvtx_ranges WHERE capture_id = $cid UNION ALL
-            SELECT min(ts_ns), max(ts_ns) FROM gpu_metrics WHERE capture_id = $cid)""", {"cid": reader.cid}).fetchone()
+            SELECT min(ts_ns), max(ts_ns) FROM gpu_metrics WHERE capture_id = $cid UNION ALL
+            -- OS runtime calls and CPU samples: the program's own work before its first CUDA call
+            SELECT min(start_ns), max(end_ns) FROM host_calls WHERE capture_id = $cid)""", {"cid": reader.cid}).fetchone()
     starts = [v for v in (span[0], *(d[0] for d in reader.deferred_spans)) if v is not None]
     ends = [v for v in (span[1], *(d[1] for d in reader.deferred_spans)) if v is not None]
     start, end = (min(starts) if starts else None), (max(ends) if ends else None)

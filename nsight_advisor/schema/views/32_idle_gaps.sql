@@ -10,8 +10,12 @@
 --                sat in one for half the gap or more (waiting on other work)
 --   host       : other host work (named by the innermost NVTX range over the gap, else the CUDA call covering
 --                most of it)
+--   dependency : the kernel that ends the gap had been launched (its launch call had returned) before the gap
+--                began: the GPU waited for something other than the host (an event or another stream, a
+--                collective's peers, a host callback), not for the next launch
 --   unknown    : the capture has no CUDA API trace to tell
--- A gap gets exactly one cause (launch by its length alone). Module loading and compilation come with host work
+-- A gap gets exactly one cause (launch by its length alone; dependency before any host cause, since the host had
+-- already done its part). Module loading and compilation come with host work
 -- the trace does not name (library initialization, kernel lookup, the compiler before a module load), so such
 -- calls or ranges covering a tenth of a gap make it jit or startup, while allocation, host copies and
 -- synchronization must cover half (or, for sync, be waiting when the GPU ran dry); a gap that none of these
@@ -25,8 +29,8 @@
 -- @column end_ns Gap end: the start of the device's next operation, or the window end, ns.
 -- @column duration_ns end_ns - start_ns, ns.
 -- @column position leading (before the device's first operation in the window), trailing (after its last) or between.
--- @column cause Why the GPU idled (see the vocabulary above): launch, startup, jit, allocation, host-copy, sync, host, unknown.
--- @column host_activity What names the cause: the CUDA call or NVTX range that covered most of the gap, or NULL.
+-- @column cause Why the GPU idled (see the vocabulary above): launch, dependency, startup, jit, allocation, host-copy, sync, host, unknown.
+-- @column host_activity What names the cause: the CUDA call or NVTX range that covered most of the gap, what a dependency gap waited for ('waits for a collective', 'waits for another stream or an event', 'waits for an event or a host callback'), or NULL.
 -- @column host_pid Process of that call or range, or NULL.
 -- @column host_tid Thread of that call or range, or NULL.
 -- @column host_api_overlap_ns Time within the gap covered by CUDA calls of the device's processes that can decide a cause (launches under 1 ms and calls of class 'other' left out), ns; NULL for launch gaps.
@@ -144,6 +148,25 @@ per_gap_ranges as (
     from ranges
     group by all
 ),
+-- the GPU operations that end each judged gap and when the host had enqueued them: a kernel whose launch call
+-- returned before the gap began was waiting in the queue all along, for something other than the host
+queued as (
+    select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
+           arg_min(case when o.comm then 'collective' when o.stream_id is distinct from p.stream_id
+                        then 'another stream or an event' else 'an event or a host callback' end, a.end_ns)
+               as waits_for,
+           arg_min(struct_pack(pid := a.pid, tid := a.tid), a.end_ns) as launch_thread
+    from judged g
+    join gpu_ops o on o.capture_id = g.capture_id and coalesce(o.device_id, -1) = g.dev and o.start_ns = g.end_ns
+        and o.op = 'kernel'
+    join cuda_api_calls a on a.capture_id = o.capture_id and a.pid = o.pid and a.correlation_id = o.correlation_id
+    -- the operation the gap began after, for its stream
+    left join (select capture_id, coalesce(device_id, -1) as dev, end_ns, any_value(stream_id) as stream_id
+               from gpu_ops group by all) p
+        on p.capture_id = g.capture_id and p.dev = g.dev and p.end_ns = g.start_ns
+    where a.end_ns <= g.start_ns and a.api_class = 'launch'
+    group by all
+),
 traced as (
     select capture_id from captures
     where capture_id not in (select capture_id from capture_missing where data = 'api_calls')
@@ -155,6 +178,7 @@ decided as (
         coalesce(c.jit_ns, 0) + coalesce(r.jit_ns, 0) as jit_ns,
         case
             when g.duration_ns < 20000 then 'launch'
+            when q.waits_for is not null then 'dependency'
             when coalesce(c.jit_ns, 0) + coalesce(r.jit_ns, 0) >= g.duration_ns / 10 then 'jit'
             when c.startup_ns >= g.duration_ns / 10 then 'startup'
             when c.alloc_ns >= g.duration_ns / 2 then 'allocation'
@@ -167,7 +191,7 @@ decided as (
             else 'unknown'
         end as cause,
         c.jit_label as c_jit_label, r.jit_label as r_jit_label, c.startup_label, c.alloc_label, c.copy_label,
-        c.sync_label, coalesce(r.inner_label, c.any_label) as host_label,
+        c.sync_label, coalesce(r.inner_label, c.any_label) as host_label, q.waits_for, q.launch_thread,
         c.jit_thread as c_jit_thread, r.jit_thread as r_jit_thread, c.startup_thread, c.alloc_thread,
         c.copy_thread, c.sync_thread,
         case when r.inner_label is not null then r.inner_thread else c.any_thread end as host_thread,
@@ -178,6 +202,8 @@ decided as (
     left join per_gap_ranges r on r.capture_id = g.capture_id and r.device_id is not distinct from g.device_id
         and r.gap_start_ns = g.start_ns
     left join traced t on t.capture_id = g.capture_id
+    left join queued q on q.capture_id = g.capture_id and q.device_id is not distinct from g.device_id
+        and q.gap_start_ns = g.start_ns
 ),
 named as (
     select
@@ -190,6 +216,7 @@ named as (
             when 'host-copy' then struct_pack(l := copy_label, t := copy_thread)
             when 'sync' then struct_pack(l := sync_label, t := sync_thread)
             when 'host' then struct_pack(l := host_label, t := host_thread)
+            when 'dependency' then struct_pack(l := 'waits for ' || waits_for, t := launch_thread)
         end as named_by
     from decided
 )
