@@ -130,6 +130,21 @@ def _cell_code(text: str, chars: int) -> str:
     return "`" + md_code(_clip(text, chars)).replace("|", "\\|") + "`"
 
 
+def gate_text(gate: dict) -> str:
+    """What ``--fail-on-regression`` decided, in words: not tripped, or what tripped it."""
+    if not gate["tripped"]:
+        return (f"not tripped: no significant slowdown of the run, and no significantly slower kernel costing "
+                f"{gate['threshold_pct']:g}% of its time")
+    parts = []
+    for t in gate["tripped_by"]:
+        if t["what"] == "run":
+            parts.append(f"the run is {t['change_pct']:+.1f}% {t['name']}")
+        else:
+            parts.append(f"{_clip(t.get('short_name') or t['name'], 120)} is {t['change_pct']:+.1f}% (median), costing "
+                         f"{t['cost_pct']:.2f}% of the run's time")
+    return "tripped: " + "; ".join(parts)
+
+
 def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
     v = c["verdict"]
     out = [f"## {md_escape(c['tool'].get('name', 'nsight-advisor'))} compare: "
@@ -160,9 +175,16 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
         out.append("")
     kc = c["kernel_counts"]
     out.append("### Kernels")
-    out.append(", ".join(f"{kc[s]} {s}" for s in ("slower", "faster", "added", "removed", "unchanged"))
+    out.append(", ".join(f"{kc.get(s, 0)} {s}" for s in ("slower", "faster", "added", "removed", "unchanged", "too few"))
                + f" (a change counts when its 95% interval excludes 0 and it is at least {c['min_effect_pct']:g}%)")
     out.append("")
+    if c.get("statistics"):
+        out.append(f"{md_escape(c['statistics']['text'])}.")
+        out.append("")
+    gate = c.get("gate") or {}
+    if gate.get("threshold_pct") is not None:
+        out.append(f"**--fail-on-regression {gate['threshold_pct']:g}**: {md_escape(gate_text(gate))}")
+        out.append("")
     shown = c["kernels"][:kernel_rows]
     if shown:
         out.append("| kernel | status | launches | total | total Δ | median | median Δ | 95% CI |")
@@ -170,7 +192,7 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
         for k in shown:
             b, h = k["base"], k["head"]
             out.append(
-                f"| {_cell_code(k['name'], name_chars)} | {k['status']}"
+                f"| {_cell_code(k.get('short_name') or k['name'], name_chars)} | {k['status']}"
                 f"{' ✱' if k['significant'] else ''}{_waived(k.get('waiver'))} | {b['launches']} → {h['launches']} | "
                 f"{_ns(b['total_ns'])} → {_ns(h['total_ns'])} | {_pct(k['total_change_pct'])} | "
                 f"{_ns(b['median_ns'])} → {_ns(h['median_ns'])} | {_pct(k['median_change_pct'])} | "
