@@ -16,6 +16,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def short_name(name: str) -> str:
     """The base name of a demangled kernel name; the name unchanged when it is not one (unbalanced brackets, or
     characters no C++ name has: a hostile or already short name is never made to say something else)."""
+    if not (name[:1].isalnum() or name[:1] == "_" or name.startswith("(anonymous namespace)")):
+        return name  # a demangled name starts with its return type or its name
     depth: list[str] = []
     kept = []
     for ch in name:

@@ -139,4 +139,6 @@ def test_short_names() -> None:
     assert short_name("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
     hostile = "evil|kernel<script>alert(1)</script>`x`"
     assert short_name(hostile) == hostile and short_name("f<int(") == "f<int("  # not a C++ name: kept whole
+    assert short_name("<script>alert(1)</script>") == "<script>alert(1)</script>"
+    assert short_name("void gemm<float, cutlass::arch::Sm80>(T&amp; a, const T* __restrict__ b)") == "gemm"
     assert short_kernel_key("void ns::k<int>(float *) <<<(1,2,3), (4,5,6)>>>") == "k <<<(1,2,3), (4,5,6)>>>"
