@@ -12,6 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from nsight_advisor.compare_iterations import iteration_notes, iteration_verdict, per_iteration, side_iterations
 from nsight_advisor.compare_ncu import ncu_deltas, ncu_kernel_metrics
 from nsight_advisor.compare_why import added_time_ns, explain
@@ -180,15 +182,17 @@ def _median(values: list[int]) -> float | None:
 def kernels(base_kernels: dict[str, list[int]], head_kernels: dict[str, list[int]]) -> list[dict]:
     """Every kernel of either side with its status and the change of its total and median time; the kernels on
     both sides judged as one family (:mod:`nsight_advisor.compare_family`)."""
+    # each side's launches as arrays once, for the rank tests and the bootstraps alike (the lists stay for the sums)
+    arrays = [{k: np.asarray(v, dtype=np.float64) for k, v in side.items()} for side in (base_kernels, head_kernels)]
     both = sorted(k for k in set(base_kernels) & set(head_kernels) if base_kernels[k] and head_kernels[k])
-    tested, p_values, q_values = family_q_values([(base_kernels[k], head_kernels[k]) for k in both])
+    tested, p_values, q_values = family_q_values([(arrays[0][k], arrays[1][k]) for k in both])
     family = {k: (bool(t), p, q) for k, t, p, q in zip(both, tested, p_values, q_values)}
     out = []
     for key in set(base_kernels) | set(head_kernels):
         b, h = base_kernels.get(key, []), head_kernels.get(key, [])
         is_tested, p, q = family.get(key, (False, None, None))
         # the bootstrap interval only where the rank test runs: with fewer launches it has no idea of the spread
-        stats = median_change(b, h, key, interval=is_tested)
+        stats = median_change(arrays[0].get(key, b), arrays[1].get(key, h), key, interval=is_tested)
         if not b:
             status = "added"
         elif not h:

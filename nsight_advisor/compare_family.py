@@ -13,8 +13,9 @@ such a kernel is not tested, is never significant and never trips a gate.
 
 The family: the p-values of every kernel tested are adjusted by Benjamini-Hochberg (q-values); a kernel is a
 discovery when its q-value is at most :data:`FDR_Q`, which keeps the expected share of false discoveries among the
-kernels called changed at or below 5% however many are tested. The whole pass is vectorized over kernels: one
-sort of all launches' dense value codes, one ``searchsorted`` and ``bincount`` per quantity.
+kernels called changed at or below 5% however many are tested. The whole pass is vectorized over kernels: every
+launch gets one integer key (kernel, then duration), each side's keys sorted as the store returns them, then one
+``searchsorted`` and ``bincount`` per quantity over the runs of equal durations.
 """
 
 from __future__ import annotations
@@ -71,6 +72,34 @@ def _exact_p(base: np.ndarray, head: np.ndarray) -> float:
     return float(min(1.0, counts[extreme].sum() / counts.sum()))
 
 
+def _keys(b_all: np.ndarray, h_all: np.ndarray, nb: np.ndarray, nh: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                                          np.int64]:
+    """One int64 key per launch that sorts by kernel first, then by duration (``key // width`` is the kernel), each
+    side's keys sorted. Integer nanoseconds are their own code; other values get dense codes."""
+    m = len(nb)
+    values = np.concatenate([b_all, h_all])
+    low, high = float(values.min()), float(values.max())
+    if np.array_equal(values, np.rint(values)) and (high - low + 1) * (m + 1) < 2.0**62:
+        width = np.int64(high - low + 1)
+        codes = (values - low).astype(np.int64)
+    else:
+        uniq, codes = np.unique(values, return_inverse=True)
+        width = np.int64(len(uniq))
+    keys = np.r_[np.repeat(np.arange(m, dtype=np.int64), nb), np.repeat(np.arange(m, dtype=np.int64), nh)] * width
+    keys += codes
+    kb, kh = keys[: len(b_all)], keys[len(b_all):]
+    # the durations a side reads from the store are sorted already: sort only when they are not
+    kb = kb if np.all(kb[1:] >= kb[:-1]) else np.sort(kb)
+    kh = kh if np.all(kh[1:] >= kh[:-1]) else np.sort(kh)
+    return kb, kh, width
+
+
+def _runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys of a sorted array and how many times each occurs."""
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    return sorted_keys[starts], np.diff(np.r_[starts, len(sorted_keys)])
+
+
 def rank_test_p(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> np.ndarray:
     """The two-sided Wilcoxon-Mann-Whitney p-value of each (BASE durations, HEAD durations) pair (module
     docstring). Every side of every pair must hold at least one launch."""
@@ -81,23 +110,23 @@ def rank_test_p(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> np.
     nh = np.array([len(h) for _, h in pairs], dtype=np.int64)
     b_all = np.concatenate([np.asarray(b, dtype=np.float64) for b, _ in pairs])
     h_all = np.concatenate([np.asarray(h, dtype=np.float64) for _, h in pairs])
-    gb = np.repeat(np.arange(m), nb)
-    gh = np.repeat(np.arange(m), nh)
-    # dense codes of every value, then one int64 key per launch that sorts by kernel first, then by duration
-    codes, inverse = np.unique(np.concatenate([b_all, h_all]), return_inverse=True)
-    width = np.int64(len(codes) + 1)
-    kb = gb * width + inverse[: len(b_all)]
-    kh = np.sort(gh * width + inverse[len(b_all):])
+    kb, kh, width = _keys(b_all, h_all, nb, nh)
+    offsets_b = np.r_[0, np.cumsum(nb)]
+    offsets_h = np.r_[0, np.cumsum(nh)]
+    # each side's runs of equal durations (its keys sorted: a run is one duration of one kernel)
+    vb, cb = _runs(kb)
+    vh, ch = _runs(kh)
     # U of BASE: for each BASE launch, HEAD's launches of the same kernel below it, and half of those equal to it
-    below = np.searchsorted(kh, kb, "left")
-    upto = np.searchsorted(kh, kb, "right")
-    u = np.bincount(gb, weights=(below + upto) / 2.0, minlength=m) - np.bincount(
-        gb, weights=np.searchsorted(kh, gb * width, "left"), minlength=m)
-    # tie correction: sum of t^3 - t over the runs of equal durations in each kernel's pooled launches
-    pooled = np.sort(np.concatenate([kb, kh]))
-    starts = np.flatnonzero(np.r_[True, pooled[1:] != pooled[:-1]])
-    runs = np.diff(np.r_[starts, len(pooled)]).astype(np.float64)
-    ties = np.bincount(pooled[starts] // width, weights=runs**3 - runs, minlength=m)
+    below = np.searchsorted(kh, vb, "left")
+    upto = np.searchsorted(kh, vb, "right")
+    u = np.bincount(vb // width, weights=cb * (below + upto) / 2.0, minlength=m) - nb * offsets_h[:-1]
+    # tie correction: sum of t^3 - t over the runs of equal durations in each kernel's pooled launches, a run of
+    # the pooled launches being a BASE run joined with HEAD's launches of that duration (upto - below), or a HEAD
+    # run alone
+    both = (cb + (upto - below)).astype(np.float64)
+    inh = (upto - below).astype(np.float64)
+    ties = (np.bincount(vh // width, weights=ch.astype(np.float64) ** 3 - ch, minlength=m)
+            + np.bincount(vb // width, weights=(both**3 - both) - (inh**3 - inh), minlength=m))
     n = (nb + nh).astype(np.float64)
     var = nb * nh / 12.0 * ((n + 1) - ties / np.maximum(n * (n - 1), 1.0))
     dev = np.maximum(np.abs(u - nb * nh / 2.0) - 0.5, 0.0)
@@ -105,8 +134,6 @@ def rank_test_p(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> np.
         z = np.where(var > 0, dev / np.sqrt(np.maximum(var, 1e-300)), 0.0)
     p = np.array([math.erfc(v / math.sqrt(2.0)) for v in z])
     # exact where few launches make the normal approximation coarse (its worst case, and where it matters)
-    offsets_b = np.r_[0, np.cumsum(nb)]
-    offsets_h = np.r_[0, np.cumsum(nh)]
     for i in np.flatnonzero(nb + nh <= EXACT_MAX_LAUNCHES):
         p[i] = _exact_p(b_all[offsets_b[i]: offsets_b[i + 1]], h_all[offsets_h[i]: offsets_h[i + 1]])
     p[var <= 0] = 1.0  # every launch of both sides equal: nothing moved
