@@ -210,8 +210,14 @@ def test_capture_against_itself_is_no_change(tmp_path: Path) -> None:
 
 def test_real_pair_json(tmp_path: Path) -> None:
     _need(BEFORE, AFTER)
-    data, proc = _compare_json(BEFORE, AFTER, tmp_path)
-    assert proc.returncode == 0
+    data, proc = _compare_json(BEFORE, AFTER, tmp_path, "--fail-on-regression", "3")
+    assert data["verdict"]["text"].startswith("HEAD is 13.8% slower per iteration (median of 17 and 15 steady "
+                                              "iterations), 95% CI +3.8% to +24.9%; GPU kernel time same work +2.2%")
+    # the gate trips on what the user pays: the run's 13.8% per iteration, and says so
+    assert proc.returncode == 1 and data["gate"]["tripped_by"] == [
+        {"what": "run", "name": "per iteration", "change_pct": data["verdict"]["change_pct"],
+         "cost_pct": data["verdict"]["change_pct"]}]
+    assert data["statistics"]["kernels_tested"] == 48 and data["kernel_counts"]["too few"] == 0
     launches = {n["aspect"]: n for n in data["comparability"]}["kernel launches"]
     assert launches["base"] == 4010 and launches["head"] == 3587 and launches["note"]
     # both runs repeat a step (17 and 15 transformer blocks in the window): the headline is wall time per
