@@ -298,7 +298,8 @@ def regression_gate(comparison: dict, threshold_pct: float | None) -> dict:
 
 
 def worst_regression_pct(comparison: dict) -> float | None:
-    """The largest significant slowdown of a comparison in percent (the headline's or a kernel's median), or None."""
+    """The largest significant slowdown of a comparison in percent (the headline's or a kernel's median), or None.
+    Not what ``--fail-on-regression`` judges since comparison schema 3: that is :func:`regression_gate`."""
     from nsight_advisor import compare as cmp
 
     return cmp.worst_regression_pct(comparison)
