@@ -289,8 +289,17 @@ def comparison_report(comparison: dict, format: str, base: Any, head: Any) -> st
     return render_comparison(comparison, format, sides)
 
 
+def regression_gate(comparison: dict, threshold_pct: float | None) -> dict:
+    """``compare --fail-on-regression PCT``'s decision on a comparison: ``threshold_pct``, ``tripped`` and
+    ``tripped_by`` (the run and the kernels that tripped it; :mod:`nsight_advisor.compare.gate`)."""
+    from nsight_advisor.compare.gate import regression_gate as gate
+
+    return gate(comparison, threshold_pct)
+
+
 def worst_regression_pct(comparison: dict) -> float | None:
-    """The largest significant slowdown of a comparison in percent (the headline's or a kernel's median), or None."""
+    """The largest significant slowdown of a comparison in percent (the headline's or a kernel's median), or None.
+    Not what ``--fail-on-regression`` judges since comparison schema 3: that is :func:`regression_gate`."""
     from nsight_advisor.compare import comparison as cmp
 
     return cmp.worst_regression_pct(comparison)

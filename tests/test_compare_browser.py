@@ -13,6 +13,8 @@ from cdp import Browser, find_chromium, load
 from conftest import TRACES
 from report_samples import HOSTILE_NAMES, hostile_result
 
+from nsight_advisor.compare.short_names import short_name
+
 pytestmark = pytest.mark.browser
 
 
@@ -48,7 +50,9 @@ def test_hostile_names_are_text_on_the_comparison_page(browser, tmp_path: Path) 
     assert page.evaluate("document.querySelectorAll('img, iframe, object, embed, link, textarea, b, i').length") == 0
     assert page.evaluate("document.getElementById('pwned')") is None
     names = page.evaluate("[...document.querySelectorAll('#kernels td.name')].map(td => td.textContent)")
-    assert sorted(names) == sorted(HOSTILE_NAMES)
+    assert sorted(names) == sorted(short_name(n) for n in HOSTILE_NAMES)  # the gemm's short name; the rest whole
+    titles = page.evaluate("[...document.querySelectorAll('#kernels td.name')].map(td => td.title)")
+    assert sorted(titles) == sorted(HOSTILE_NAMES)  # the full name on hover
     subjects = page.evaluate("[...document.querySelectorAll('#findings td.name')].map(td => td.textContent)")
     assert any("<script>alert(1)</script>" in s for s in subjects)
     assert "</title><i>head" in page.evaluate("document.body.innerText")

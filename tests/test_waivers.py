@@ -122,11 +122,11 @@ def test_compare_regression_waiver(tmp_path: Path) -> None:
     sid, name = _most_launched(CLOVERLEAF)
     head = tmp_path / "stretched.sqlite"
     stretch_kernel(CLOVERLEAF, head, sid, 1.3)
-    _, failing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "20")
+    _, failing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "0")
     assert failing.returncode == 1
     pattern = name.split("(")[0].split("<")[0] + "*"
     accepted = _config(tmp_path, ("regression", pattern, "slower by design", FUTURE))
-    data, passing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "20", "--config",
+    data, passing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "0", "--config",
                                   str(accepted))
     assert passing.returncode == 0
     slower = [k for k in data["kernels"] if k["status"] == "slower"]
@@ -135,6 +135,6 @@ def test_compare_regression_waiver(tmp_path: Path) -> None:
     md = _cli("compare", str(CLOVERLEAF), str(head), "--config", str(accepted), cwd=tmp_path).stdout
     assert "slower ✱; waived (slower by design) until 2099-12-31" in md
     stale = _config(tmp_path, ("regression", pattern, "slower by design", PAST))
-    data, failing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "20", "--config", str(stale))
+    data, failing = _compare_json(CLOVERLEAF, head, tmp_path, "--fail-on-regression", "0", "--config", str(stale))
     assert failing.returncode == 1 and all(k["waiver"]["status"] == "expired" for k in data["kernels"]
                                            if k["status"] == "slower")

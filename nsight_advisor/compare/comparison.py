@@ -12,15 +12,20 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from nsight_advisor.compare.kernel_keys import bare_key, kernel_key
 from nsight_advisor.compare.iterations import iteration_notes, iteration_verdict, per_iteration, side_iterations
 from nsight_advisor.compare.ncu import ncu_deltas, ncu_kernel_metrics
 from nsight_advisor.compare.why import added_time_ns, explain
+from nsight_advisor.compare.family import FDR_Q, MIN_LAUNCHES, family_q_values, kernel_verdict
+from nsight_advisor.compare.gate import kernel_cost_pct, regression_gate, run_time_ns
+from nsight_advisor.compare.short_names import short_kernel_key
 from nsight_advisor.compare.stats import MIN_EFFECT_PCT, median_change, pct_change, same_work_change, total_change
 from nsight_advisor.engine.fingerprint import finding_subject, fingerprint
 
 #: Version of the comparison's JSON shape (docs/reports.md has its changelog).
-COMPARISON_SCHEMA_VERSION = 2
+COMPARISON_SCHEMA_VERSION = 3
 #: A finding matched on both sides is better or worse when its impact moved by more than this share of the larger
 #: of the two impacts; impacts are estimates and move a little with any timing noise.
 FINDING_CHANGE_FRACTION = 0.10
@@ -163,22 +168,29 @@ def _median(values: list[int]) -> float | None:
 
 
 def kernels(base_kernels: dict[str, list[int]], head_kernels: dict[str, list[int]]) -> list[dict]:
-    """Every kernel of either side with its status and the change of its total and median time."""
+    """Every kernel of either side with its status and the change of its total and median time; the kernels on
+    both sides judged as one family (:mod:`nsight_advisor.compare.family`)."""
+    # each side's launches as arrays once, for the rank tests and the bootstraps alike (the lists stay for the sums)
+    arrays = [{k: np.asarray(v, dtype=np.float64) for k, v in side.items()} for side in (base_kernels, head_kernels)]
+    both = sorted(k for k in set(base_kernels) & set(head_kernels) if base_kernels[k] and head_kernels[k])
+    tested, p_values, q_values = family_q_values([(arrays[0][k], arrays[1][k]) for k in both])
+    family = {k: (bool(t), p, q) for k, t, p, q in zip(both, tested, p_values, q_values)}
     out = []
     for key in set(base_kernels) | set(head_kernels):
         b, h = base_kernels.get(key, []), head_kernels.get(key, [])
-        stats = median_change(b, h, key)
+        is_tested, p, q = family.get(key, (False, None, None))
+        # the bootstrap interval only where the rank test runs: with fewer launches it has no idea of the spread
+        stats = median_change(arrays[0].get(key, b), arrays[1].get(key, h), key, interval=is_tested)
         if not b:
             status = "added"
         elif not h:
             status = "removed"
-        elif stats["significant"]:
-            status = "slower" if stats["median_change_pct"] > 0 else "faster"
         else:
-            status = "unchanged"
+            status, stats = kernel_verdict(stats, len(b), len(h), q, int(tested.sum()))
+            stats["p_value"] = None if p is None or not is_tested else float(p)
         tb, th = sum(b), sum(h)
         out.append({
-            "name": key, "status": status,
+            "name": key, "short_name": short_kernel_key(key), "status": status,
             "base": {"launches": len(b), "total_ns": tb, "median_ns": _median(b)},
             "head": {"launches": len(h), "total_ns": th, "median_ns": _median(h)},
             "total_change_ns": th - tb,
@@ -186,10 +198,11 @@ def kernels(base_kernels: dict[str, list[int]], head_kernels: dict[str, list[int
             "median_change_pct": stats["median_change_pct"] if b and h else None,
             "significant": stats["significant"],
             "ci_low_pct": stats["ci_low_pct"], "ci_high_pct": stats["ci_high_pct"],
+            "p_value": stats.get("p_value"), "q_value": stats.get("q_value"),
             "note": stats["note"],
         })
     # Significant changes and kernels on one side first, each group by the time it moved, then by name.
-    out.sort(key=lambda k: (k["status"] == "unchanged", -abs(k["total_change_ns"]), k["name"]))
+    out.sort(key=lambda k: (k["status"] in ("unchanged", "too few"), -abs(k["total_change_ns"]), k["name"]))
     return out
 
 
@@ -271,6 +284,20 @@ def verdict(gpu_time: dict, same_work: dict, launches: tuple[int, int]) -> dict:
             "text": f"HEAD is {abs(change):.1f}% {status} in GPU kernel time {basis}{interval}{aside}"}
 
 
+def statistics(ks: list[dict], run_ns: int, run_basis: str) -> dict:
+    """How the kernels were judged, for the reports to state: the test, the family, the minimum launches, and the
+    run's time that a kernel's cost is a share of (:mod:`nsight_advisor.compare.gate`)."""
+    tested = sum(1 for k in ks if k["q_value"] is not None)
+    return {"test": "two-sided Wilcoxon-Mann-Whitney rank-sum test of launch durations (exact up to 40 launches)",
+            "interval": "seeded bootstrap 95% interval of the median's change",
+            "kernels_tested": tested, "fdr_q": FDR_Q, "correction": "Benjamini-Hochberg",
+            "min_launches": MIN_LAUNCHES, "min_effect_pct": MIN_EFFECT_PCT, "run_time_ns": run_ns,
+            "run_time": run_basis,
+            "text": f"{tested} kernel{'s' if tested != 1 else ''} tested; false discovery rate controlled at "
+                    f"{FDR_Q * 100:g}% (Benjamini-Hochberg over rank tests); kernels with fewer than "
+                    f"{MIN_LAUNCHES} launches a side are too few to tell"}
+
+
 def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels: dict[str, list[int]],
                     *, base_name: str = "BASE", head_name: str = "HEAD", base_ncu: dict | None = None,
                     head_ncu: dict | None = None) -> dict:
@@ -285,9 +312,11 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
                                   if k in base_kernels and k in head_kernels])
     launches = (sum(map(len, base_kernels.values())), sum(map(len, head_kernels.values())))
     ks = kernels(base_kernels, head_kernels)
+    run_ns, run_basis = run_time_ns(bd, gpu_time["base_ns"])
     counts = defaultdict(int)
     for k in ks:
         counts[k["status"]] += 1
+        k["cost_pct"] = kernel_cost_pct(k, run_ns)
     fs = findings(bd, hd)
     fcounts = defaultdict(int)
     for f in fs:
@@ -314,11 +343,13 @@ def compare_results(base, head, base_kernels: dict[str, list[int]], head_kernels
         "min_effect_pct": MIN_EFFECT_PCT,
         "comparability": notes,
         "partition": partition(bd, hd),
-        "kernel_counts": {s: counts[s] for s in ("added", "removed", "slower", "faster", "unchanged")},
+        "kernel_counts": {s: counts[s] for s in ("added", "removed", "slower", "faster", "unchanged", "too few")},
+        "statistics": statistics(ks, run_ns, run_basis),
         "kernels": ks,
         "finding_counts": {s: fcounts[s] for s in ("new", "resolved", "better", "worse", "unchanged")},
         "findings": fs,
     }
+    out["gate"] = regression_gate(out, None)
     out["ncu_kernels"] = ncu_deltas(base_ncu, head_ncu) if base_ncu and head_ncu else []
     out["why"] = explain(out, bd, hd, added_time_ns(out))
     if out["why"]:

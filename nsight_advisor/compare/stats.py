@@ -55,8 +55,9 @@ def bootstrap_medians(values: np.ndarray, rng: np.random.Generator, resamples: i
     return (x[pick] + x[np.minimum((high * n).astype(np.int64), n - 1)]) / 2.0
 
 
-def median_change(base: Sequence[float], head: Sequence[float], key: str) -> dict:
-    """The change of the median launch duration from ``base`` to ``head`` with its bootstrap 95% interval.
+def median_change(base: Sequence[float], head: Sequence[float], key: str, *, interval: bool = True) -> dict:
+    """The change of the median launch duration from ``base`` to ``head`` with its bootstrap 95% interval
+    (``interval=False``: the change alone, not significant).
 
     Returns ``median_change_pct``, ``ci_low_pct``, ``ci_high_pct`` (None when no interval can be given),
     ``significant`` and ``note`` (why not significant, in words). ``key`` seeds the resampling.
@@ -69,6 +70,8 @@ def median_change(base: Sequence[float], head: Sequence[float], key: str) -> dic
         return out
     mb, mh = float(np.median(b)), float(np.median(h))
     out["median_change_pct"] = pct_change(mb, mh)
+    if not interval:
+        return out
     if len(b) < 2 or len(h) < 2:
         out["note"] = "no significance can be given (one launch on a side)"
         return out

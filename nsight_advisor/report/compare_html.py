@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nsight_advisor.report.gate_text import gate_text
 from nsight_advisor.report.waiver_text import waiver_text
 from nsight_advisor.report.data import clip, fmt_ns
 from nsight_advisor.report.html import _asset, _environment, _sha256
@@ -37,7 +38,8 @@ def render_comparison_html(comparison: dict) -> str:
            "manifest-src 'none'; base-uri 'none'; form-action 'none'")
     c = comparison
     kernels = [{
-        "name": clip(k["name"], NAME_CHARS),
+        "name": clip(k.get("short_name") or k["name"], NAME_CHARS),
+        "full_name": clip(k["name"], 4 * NAME_CHARS),
         "status": k["status"] + (" ✱" if k["significant"] else "") + _waived(k.get("waiver")),
         "launches": f"{k['base']['launches']} → {k['head']['launches']}",
         "total": f"{_ns(k['base']['total_ns'])} → {_ns(k['head']['total_ns'])}",
@@ -68,7 +70,10 @@ def render_comparison_html(comparison: dict) -> str:
         csp=csp, css=css, title=f"compare {clip(c['base']['name'], 80)} → {clip(c['head']['name'], 80)}",
         tool=c["tool"].get("name", "nsight-advisor"), verdict=c["verdict"]["text"],
         base=clip(c["base"]["name"], 200), head=clip(c["head"]["name"], 200),
-        kernel_chips=[(s, c["kernel_counts"][s]) for s in ("slower", "faster", "added", "removed")],
+        kernel_chips=[(s, c["kernel_counts"].get(s, 0)) for s in ("slower", "faster", "added", "removed", "too few")],
+        statistics=(c.get("statistics") or {}).get("text", ""),
+        gate=gate_text(c["gate"]) if (c.get("gate") or {}).get("threshold_pct") is not None else "",
+        gate_pct=f"{(c.get('gate') or {}).get('threshold_pct') or 0:g}",
         finding_chips=[(s, c["finding_counts"][s]) for s in ("new", "worse", "resolved", "better")],
         comparability=comparability, min_effect=f"{c['min_effect_pct']:g}", kernels=kernels,
         kernels_left_out=max(0, len(c["kernels"]) - KERNEL_ROWS), partition=partition, findings=findings,

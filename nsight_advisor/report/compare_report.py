@@ -14,6 +14,7 @@ from typing import Any
 from nsight_advisor.engine.fingerprint import FINGERPRINT_KEY
 from nsight_advisor.report.waiver_text import waiver_text
 from nsight_advisor.report.data import fmt_ns, jsonable
+from nsight_advisor.report.gate_text import gate_text
 from nsight_advisor.report.markdown import MAX_CHARS, md_code, md_escape
 
 SCHEMA_FILE = "comparison.schema.json"
@@ -160,9 +161,16 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
         out.append("")
     kc = c["kernel_counts"]
     out.append("### Kernels")
-    out.append(", ".join(f"{kc[s]} {s}" for s in ("slower", "faster", "added", "removed", "unchanged"))
+    out.append(", ".join(f"{kc.get(s, 0)} {s}" for s in ("slower", "faster", "added", "removed", "unchanged", "too few"))
                + f" (a change counts when its 95% interval excludes 0 and it is at least {c['min_effect_pct']:g}%)")
     out.append("")
+    if c.get("statistics"):
+        out.append(f"{md_escape(c['statistics']['text'])}.")
+        out.append("")
+    gate = c.get("gate") or {}
+    if gate.get("threshold_pct") is not None:
+        out.append(f"**--fail-on-regression {gate['threshold_pct']:g}**: {md_escape(gate_text(gate))}")
+        out.append("")
     shown = c["kernels"][:kernel_rows]
     if shown:
         out.append("| kernel | status | launches | total | total Δ | median | median Δ | 95% CI |")
@@ -170,7 +178,7 @@ def _render(c: dict, kernel_rows: int, name_chars: int) -> str:
         for k in shown:
             b, h = k["base"], k["head"]
             out.append(
-                f"| {_cell_code(k['name'], name_chars)} | {k['status']}"
+                f"| {_cell_code(k.get('short_name') or k['name'], name_chars)} | {k['status']}"
                 f"{' ✱' if k['significant'] else ''}{_waived(k.get('waiver'))} | {b['launches']} → {h['launches']} | "
                 f"{_ns(b['total_ns'])} → {_ns(h['total_ns'])} | {_pct(k['total_change_pct'])} | "
                 f"{_ns(b['median_ns'])} → {_ns(h['median_ns'])} | {_pct(k['median_change_pct'])} | "
