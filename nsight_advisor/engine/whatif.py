@@ -1,0 +1,224 @@
+"""What a change would save: replay the step graph with it applied and compare the steps (docs/impact.md).
+
+:func:`step_model` builds, for some captures, the graph of their steps (engine/step_graph.py): the steady
+iterations (engine/iterations.py), else the PyTorch profiler's ``ProfilerStep#N`` ranges. :func:`whatif` answers an
+engineer's question ("this kernel 1.3x faster"); :func:`attach_savings` gives each finding its ``saving_ns``: the
+replay with the finding's fix applied, against the replay without it, summed over the steps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from nsight_advisor import sql_params
+from nsight_advisor.engine.critical_path import critical_path, map_steps, path_summary, replay
+from nsight_advisor.engine.iterations import _quantile, find_iterations
+from nsight_advisor.engine.step_graph import HOST, KERNEL, StepGraph, build_graph
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from nsight_advisor.engine.model import Finding
+
+#: Idle causes whose fix removes the host's work in the gap (the GPU waited for the host to do something else).
+HOST_WORK_CAUSES = ("host", "allocation", "unknown", "host-copy", "launch", "jit", "startup")
+
+
+@dataclass
+class StepModel:
+    """The graph of some captures' steps: per capture, its steps on the graph's clock and where they came from."""
+
+    graph: StepGraph
+    steps: dict[int, list[tuple[int, int]]]
+    sources: dict[int, str]
+    base: tuple[np.ndarray, np.ndarray] = field(default=None)  # the unchanged replay (= the recorded times)
+
+    def durations(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, list[float]]:
+        """Each capture's step durations under ``times`` (the recorded ones when None), ns."""
+        times = times if times is not None else self.base
+        return {cid: map_steps(self.graph, cid, spans, times) for cid, spans in self.steps.items()}
+
+
+def capture_steps(con: duckdb.DuckDBPyConnection, capture_id: int) -> tuple[list[tuple[int, int]], str] | None:
+    """The steps of a capture: its steady iterations, else its ``ProfilerStep#N`` ranges; None without either."""
+    found = find_iterations(con, capture_id)
+    if found is not None:
+        return list(found.spans[found.warmup:]), found.source
+    rows = sql_params.execute(con, """
+        select start_ns, end_ns from nvtx_ranges
+        where capture_id = $cid and regexp_matches(text, '^ProfilerStep#[0-9]+$') and end_ns > start_ns
+        order by start_ns""", {"cid": capture_id}).fetchall()
+    if rows:
+        return [(int(s), int(e)) for s, e in rows], "NVTX range 'ProfilerStep#N'"
+    return None
+
+
+def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> StepModel | None:
+    """The step graph of those of ``capture_ids`` that have steps, one graph for all (ranks of a job meet at their
+    collectives); None when none has steps."""
+    found = {int(c): capture_steps(con, int(c)) for c in capture_ids}
+    found = {c: v for c, v in found.items() if v}
+    if not found:
+        return None
+    spans = {c: (v[0][0][0], v[0][-1][1]) for c, v in found.items()}
+    graph = build_graph(con, list(found), spans)
+    steps = {c: [(graph.clock(c, s), graph.clock(c, e)) for s, e in v[0]]
+             for c, v in found.items()}
+    model = StepModel(graph, steps, {c: v[1] for c, v in found.items()})
+    model.base = replay(graph)
+    return model
+
+
+def kernel_ops(graph: StepGraph, name: str) -> np.ndarray:
+    """Kernels named ``name`` exactly, else those whose name contains it (a boolean mask over the ops)."""
+    kernels = graph.ops["kind"].to_numpy() == KERNEL
+    names = graph.ops["name"].fillna("")
+    exact = kernels & (names == name).to_numpy()
+    if exact.any():
+        return exact
+    return kernels & names.str.contains(name, regex=False).to_numpy()
+
+
+def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel: str, speedup: float,
+           names: dict[int, str] | None = None) -> dict[str, Any]:
+    """The steps of ``capture_ids`` with the kernels named ``kernel`` ``speedup`` times faster, replayed: each
+    capture's median step before and after, the critical path of its median step; ValueError when nothing
+    matches."""
+    if not speedup > 0:
+        raise ValueError(f"speedup must be above 0, got {speedup}")
+    model = step_model(con, capture_ids)
+    if model is None:
+        raise ValueError("no steps found: the capture has no repeating iterations and no ProfilerStep#N ranges")
+    mask = kernel_ops(model.graph, kernel)
+    if not mask.any():
+        raise ValueError(f"no kernel named {kernel!r} (or containing it) within the capture's steps")
+    scale = np.where(mask, 1.0 / speedup, 1.0)
+    after = replay(model.graph, own_scale=scale)
+    before_d, after_d = model.durations(), model.durations(after)
+    captures = []
+    for cid in sorted(model.steps):
+        b, a = before_d[cid], after_d[cid]
+        median_k = int(np.argsort(b, kind="stable")[len(b) // 2]) if b else 0
+        s, e = model.steps[cid][median_k]
+        path = critical_path(model.graph, s, e, cid, model.base)
+        captures.append({
+            "capture_id": cid, "source_name": (names or {}).get(cid), "steps": len(b),
+            "step_source": model.sources[cid],
+            "median_iteration_ns": _quantile(sorted(int(round(x)) for x in b), 0.5),
+            "predicted_median_iteration_ns": _quantile(sorted(int(round(x)) for x in a), 0.5),
+            "iterations_ns": [int(round(x)) for x in b],
+            "predicted_iterations_ns": [int(round(x)) for x in a],
+            "saving_ns": int(round(sum(b) - sum(a))),
+            "critical_path": {"step": median_k, **path_summary(model.graph, path)},
+        })
+    chosen = model.graph.ops.loc[mask, "name"]
+    # a job's step runs at its slowest rank's pace
+    top = max(captures, key=lambda c: c["median_iteration_ns"])
+    return {"change": {"kernel": kernel, "speedup": speedup, "kernel_names": sorted(chosen.unique().tolist()),
+                       "launches": int(mask.sum())},
+            "median_iteration_ns": top["median_iteration_ns"],
+            "predicted_median_iteration_ns": top["predicted_median_iteration_ns"],
+            "captures": captures}
+
+
+def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], findings: list[Finding]) -> None:
+    """Set ``saving_ns`` on each finding whose fix the replay can model (kernel-time and idle-time findings) in a
+    capture with steps; the others keep None."""
+    model = step_model(con, capture_ids)
+    if model is None:
+        return
+    base = sum(sum(v) for v in model.durations().values())
+    for f in findings:
+        if f.capture_id not in model.steps or f.impact_ns <= 0:
+            continue
+        change = _fix_of(con, model, f)
+        if change is None:
+            continue
+        after = replay(model.graph, **change)
+        f.saving_ns = max(int(round(base - sum(sum(v) for v in model.durations(after).values()))), 0)
+
+
+def _fix_of(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
+    part = f.internal.get("part", "kernel")
+    g = model.graph
+    on_device = (g.ops["capture_id"].to_numpy() == f.capture_id)
+    if f.device_id is not None:
+        on_device &= (g.ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id)
+    if part == "kernel":
+        return _kernel_fix(con, model, f, on_device)
+    if part == "idle":
+        return _idle_fix(con, model, f)
+    return None
+
+
+def _kernel_fix(con, model: StepModel, f: Finding, on_device: np.ndarray) -> dict[str, Any] | None:
+    """The finding's kernels shortened by the share of their time it claims."""
+    g = model.graph
+    claims = [(s, ns) for s, ns in (f.internal.get("claims") or []) if s is not None and ns > 0]
+    if not claims:
+        return None
+    settle = f.impact_ns / f.claimed_ns if f.claimed_ns > 0 else 1.0
+    times = _kernel_time(con, f.capture_id, f.device_id)
+    scale = np.ones(len(g))
+    names = g.ops["name"].fillna("")
+    short = names.map(_short_name)
+    for subject, ns in claims:
+        total = times.get(subject, 0)
+        if total <= 0:
+            continue
+        share = min(ns * settle / total, 1.0)
+        mask = on_device & (g.ops["kind"].to_numpy() == KERNEL) & ((names == subject) | (short == subject)).to_numpy()
+        scale[mask] *= 1.0 - share
+    return {"own_scale": scale} if (scale < 1).any() else None
+
+
+def _short_name(name: str) -> str:
+    base = re.sub(r"\(.*$", "", name)
+    base = re.sub(r"<.*$", "", base)
+    return base.split("::")[-1].split(" ")[-1]
+
+
+def _kernel_time(con, capture_id: int, device_id) -> dict[str, float]:
+    rows = sql_params.execute(con, """
+        select name, short_name, sum(duration_ns) from kernels
+        where capture_id = $cid and ($dev is null or device_id = $dev) group by all""",
+                              {"cid": capture_id, "dev": device_id}).fetchall()
+    out: dict[str, float] = {}
+    for name, short, ns in rows:
+        for key in {name, short} - {None}:
+            out[key] = out.get(key, 0.0) + float(ns or 0)
+    return out
+
+
+def _idle_fix(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
+    """The gaps of the finding's causes closed: the host's work in them removed, a synchronization in them gone."""
+    causes = list(f.internal.get("causes") or ())
+    if not causes or f.device_id is None:
+        return None
+    g = model.graph
+    offset = g.clock(f.capture_id, 0)
+    gaps = sql_params.execute(con, """
+        select start_ns, end_ns, cause from gpu_idle_gaps
+        where capture_id = $cid and device_id = $dev and cause in (select unnest($causes::varchar[]))
+          and position = 'between' order by start_ns""",
+                              {"cid": f.capture_id, "dev": f.device_id, "causes": causes}).fetchall()
+    if not gaps:
+        return None
+    lo = np.array([s + offset for s, _e, _c in gaps], np.int64)
+    hi = np.array([e + offset for _s, e, _c in gaps], np.int64)
+    is_sync = np.array([c == "sync" for _s, _e, c in gaps])
+    host = (g.ops["kind"].to_numpy() == HOST) & (g.ops["capture_id"].to_numpy() == f.capture_id)
+    starts, ends = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(lo, starts, "right") - 1
+    inside = host & (k >= 0) & (starts < hi[np.maximum(k, 0)])
+    host_scale = np.where(inside & ~is_sync[np.maximum(k, 0)], 0.0, 1.0)
+    # a blocking call whose return opened a sync gap: it no longer waits
+    ke = np.searchsorted(lo, ends, "right") - 1
+    at_gap = host & (ke >= 0) & (ends <= hi[np.maximum(ke, 0)]) & is_sync[np.maximum(ke, 0)] & (g.wait_pred >= 0)
+    if not (host_scale < 1).any() and not at_gap.any():
+        return None
+    return {"host_lag_scale": host_scale, "drop_wait": at_gap}
