@@ -22,6 +22,9 @@ import numpy as np
 
 from nsight_advisor.engine.step_graph import EDGE_KINDS, HOST, KIND_NAMES, StepGraph
 
+#: A stretch of a step before the earliest recorded operation its path reaches (host work without CUDA calls, or
+#: another rank that had not started yet).
+UNTRACKED = "before any recorded operation"
 _EDGE_LABELS = {"host": "host work", "launch": "launch latency", "stream": "stream order",
                 "cross": "wait for another stream"}
 
@@ -60,6 +63,7 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
              for pr, lr, fr in zip(g.pred.tolist(), lag.tolist(), g.from_start.tolist())]
     own_l, special = own.tolist(), g.special_end.tolist()
     wp, wl = wait_pred.tolist(), g.wait_lag.tolist()
+    also = g.also_waits
     grp, gl, members = g.group.tolist(), glag.tolist(), g.members
     order, is_end = _order(g)
     for i, end in zip(order, is_end):
@@ -67,6 +71,8 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
             t = ns[i] + own_l[i]
             if wp[i] >= 0:
                 t = max(t, ne[wp[i]] + wl[i])
+                for j in also.get(i, ()):
+                    t = max(t, ne[j] + wl[i])
             if grp[i] >= 0:
                 t = max(t, max(ns[m] for m in members[grp[i]]) + gl[i])
             ne[i] = t
@@ -89,11 +95,11 @@ def critical_path(g: StepGraph, start_ns: float, end_ns: float, capture_id: int,
     mine = np.flatnonzero((g.ops["capture_id"].to_numpy() == capture_id) & (ne <= end_ns + 0.5))
     segments: list[dict[str, Any]] = []
     if not len(mine):
-        return [_segment("untracked", None, start_ns, end_ns)]
+        return [_segment(UNTRACKED, None, start_ns, end_ns)]
     last = int(mine[np.argmax(ne[mine])])
     t = end_ns
     if ne[last] < end_ns:
-        segments.append(_segment("untracked", None, ne[last], end_ns))
+        segments.append(_segment(UNTRACKED, None, ne[last], end_ns))
         t = ne[last]
     i, at_end = last, True
     for _ in range(4 * len(g) + 4):
@@ -106,7 +112,7 @@ def critical_path(g: StepGraph, start_ns: float, end_ns: float, capture_id: int,
             continue
         found = _start_binding(g, i, ns, ne)
         if found is None:
-            segments.append(_segment("untracked", None, start_ns, t))
+            segments.append(_segment(UNTRACKED, None, start_ns, t))
             t = start_ns
             break
         (p, from_start), kind, base = found
@@ -123,11 +129,13 @@ def _segment(what: str, op: int | None, lo: float, hi: float) -> dict[str, Any]:
 def _end_binding(g: StepGraph, i: int, ns, ne):
     """What set op i's end: ((next op, at its end?), label, time the segment starts)."""
     own = ns[i] + g.own_ns[i]
-    label = KIND_NAMES[int(g.ops["kind"].iat[i])]
+    kind = int(g.ops["kind"].iat[i])
+    label = "CUDA call" if kind == HOST else KIND_NAMES[kind]
     best = (own, ((i, False), label, ns[i]))
-    w = g.wait_pred[i]
-    if w >= 0 and ne[w] + g.wait_lag[i] > best[0] + 0.5:
-        best = (ne[w] + g.wait_lag[i], ((int(w), True), "wait for the GPU", ne[w]))
+    if g.wait_pred[i] >= 0:
+        w = max([int(g.wait_pred[i]), *g.also_waits.get(i, ())], key=lambda k: ne[k])
+        if ne[w] + g.wait_lag[i] > best[0] + 0.5:
+            best = (ne[w] + g.wait_lag[i], ((w, True), "wait for the GPU", ne[w]))
     grp = g.group[i]
     if grp >= 0:
         members = g.members[grp]
@@ -169,7 +177,8 @@ def slack(g: StepGraph, times: tuple[np.ndarray, np.ndarray] | None = None) -> n
             late_s[i] = min(late_s[i], late_e[i] - own[i])
         if end:
             if wp[i] >= 0:
-                late_e[wp[i]] = min(late_e[wp[i]], late_e[i] - wl[i])
+                for j in (wp[i], *g.also_waits.get(i, ())):
+                    late_e[j] = min(late_e[j], late_e[i] - wl[i])
             if grp[i] >= 0:
                 for m in members[grp[i]]:
                     late_s[m] = min(late_s[m], late_e[i] - gl[i])
@@ -230,7 +239,7 @@ def path_summary(g: StepGraph, segments: list[dict[str, Any]]) -> dict[str, Any]
     for s in segments:
         length = s["end_ns"] - s["start_ns"]
         by_what[s["what"]] = by_what.get(s["what"], 0.0) + length
-        if s["op"] is not None and s["what"] in KIND_NAMES:
+        if s["op"] is not None and s["what"] in (*KIND_NAMES[1:], "CUDA call"):
             row = g.ops.iloc[s["op"]]
             key = (s["what"], row["name"], int(row["capture_id"]))
             by_op[key] = by_op.get(key, 0.0) + length

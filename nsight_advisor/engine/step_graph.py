@@ -70,6 +70,7 @@ class StepGraph:
     wait_lag: np.ndarray  # [n] int64
     group: np.ndarray  # [n] int64: collective group of a collective kernel, -1 for none
     group_lag: np.ndarray  # [n] int64: transfer time after the group's last arrival, ns
+    also_waits: dict[int, list[int]] = field(default_factory=dict)  # a blocking call's waits on its other streams
     members: list[list[int]] = field(default_factory=list)  # the ops of each collective group
     offsets: dict[int, int] = field(default_factory=dict)  # capture -> clock offset added to its times, ns
     typical: dict[str, int] = field(default_factory=dict)
@@ -318,6 +319,30 @@ def _blocking_ends(g: StepGraph) -> None:
     g.wait_pred[c], g.wait_lag[c] = j, w
     # without the wait, the call would take about its return latency
     g.own_ns[c] = np.minimum(ends[c] - starts[c], np.maximum(w, 1_000))
+    _other_streams(g, c, pkey, starts, ends)
+
+
+def _other_streams(g: StepGraph, calls: np.ndarray, pkey: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """A blocking call also waits for the last operation that ended during it on each other stream of its process
+    (a device synchronization waits for every stream; the latest end is the one that set its return)."""
+    ops = g.ops
+    gpu = ops.index[ops["kind"] != HOST].to_numpy(np.int64)
+    stream_key = ops.loc[gpu].groupby(["capture_id", "device_id", "stream_id"], dropna=False, sort=False).ngroup()
+    keys = stream_key.to_numpy()
+    if keys.max(initial=0) > 256:  # a capture of hundreds of streams: the binding wait alone
+        return
+    for k in np.unique(keys):
+        members = gpu[keys == k]
+        members = members[np.argsort(ends[members], kind="stable")]
+        mine = calls[pkey[calls] == pkey[members[0]]]
+        if not len(mine):
+            continue
+        pos = np.searchsorted(ends[members], ends[mine], "right") - 1
+        ok = pos >= 0
+        j = members[np.maximum(pos, 0)]
+        ok &= (ends[j] > starts[mine]) & (j != g.wait_pred[mine])
+        for call, op in zip(mine[ok].tolist(), j[ok].tolist()):
+            g.also_waits.setdefault(call, []).append(op)
 
 
 def _collective_ends(con, g: StepGraph, ids: list[int]) -> None:
