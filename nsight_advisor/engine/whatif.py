@@ -125,13 +125,16 @@ def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel
             "captures": captures}
 
 
-def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], findings: list[Finding]) -> None:
+def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], findings: list[Finding]) -> dict:
     """Set ``saving_ns`` on each finding whose fix the replay can model (kernel-time and idle-time findings) in a
-    capture with steps; the others keep None."""
+    capture with steps; the others keep None. Returns the report's ``summary.savings``: the captures replayed,
+    their steps, and the findings given a saving."""
     model = step_model(con, capture_ids)
     if model is None:
-        return
-    base = sum(sum(v) for v in model.durations().values())
+        return {"captures": [], "steps": 0, "findings": 0}
+    durations = model.durations()
+    base = sum(sum(v) for v in durations.values())
+    given = 0
     for f in findings:
         if f.capture_id not in model.steps or f.impact_ns <= 0:
             continue
@@ -140,6 +143,9 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
             continue
         after = replay(model.graph, **change)
         f.saving_ns = max(int(round(base - sum(sum(v) for v in model.durations(after).values()))), 0)
+        given += 1
+    return {"captures": sorted(model.steps), "steps": sum(len(v) for v in durations.values()),
+            "findings": given}
 
 
 def _fix_of(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
@@ -195,7 +201,9 @@ def _kernel_time(con, capture_id: int, device_id) -> dict[str, float]:
 
 
 def _idle_fix(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
-    """The gaps of the finding's causes closed: the host's work in them removed, a synchronization in them gone."""
+    """The gaps of the finding's causes closed: the host's work within them removed (the part of each stretch of
+    host work between two calls that lies in a gap; an allocation's or a staged copy's call itself), and a
+    synchronization whose return opened a sync gap no longer waiting."""
     causes = list(f.internal.get("causes") or ())
     if not causes or f.device_id is None:
         return None
@@ -206,19 +214,35 @@ def _idle_fix(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
         where capture_id = $cid and device_id = $dev and cause in (select unnest($causes::varchar[]))
           and position = 'between' order by start_ns""",
                               {"cid": f.capture_id, "dev": f.device_id, "causes": causes}).fetchall()
+    # the finding's own gaps: a rule claims the longest of its causes (gpu-idle-gap those of 1 ms or more), so the
+    # longest ones until they hold its impact
+    gaps.sort(key=lambda r: r[0] - r[1])
+    lengths = np.cumsum([e - s for s, e, _c in gaps])
+    gaps = sorted(gap for gap, total in zip(gaps, lengths) if total - (gap[1] - gap[0]) < f.impact_ns)
     if not gaps:
         return None
     lo = np.array([s + offset for s, _e, _c in gaps], np.int64)
     hi = np.array([e + offset for _s, e, _c in gaps], np.int64)
     is_sync = np.array([c == "sync" for _s, _e, c in gaps])
-    host = (g.ops["kind"].to_numpy() == HOST) & (g.ops["capture_id"].to_numpy() == f.capture_id)
-    starts, ends = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)
-    k = np.searchsorted(lo, starts, "right") - 1
-    inside = host & (k >= 0) & (starts < hi[np.maximum(k, 0)])
-    host_scale = np.where(inside & ~is_sync[np.maximum(k, 0)], 0.0, 1.0)
+    removes_call = np.array([c in ("allocation", "host-copy") for _s, _e, c in gaps])
+    ops = g.ops
+    kind, cids = ops["kind"].to_numpy(), ops["capture_id"].to_numpy()
+    devices = ops["device_id"].to_numpy(dtype=float, na_value=np.nan)
+    pids = set(ops.loc[(cids == f.capture_id) & (devices == f.device_id), "pid"].dropna().tolist())
+    host = (kind == HOST) & (cids == f.capture_id) & ops["pid"].isin(pids).to_numpy()
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    # the host work before each call: [start - lag, start); its overlap with the gap holding the call's start
+    work_lo = starts - np.where(g.from_start[:, 0], 0, np.maximum(g.lag[:, 0], 0))
+    k = np.maximum(np.searchsorted(lo, starts, "right") - 1, 0)
+    in_gap = host & (starts > lo[k]) & (starts <= hi[k]) & ~is_sync[k] & (g.pred[:, 0] >= 0)
+    cut = np.where(in_gap, starts - np.maximum(work_lo, lo[k]), 0).clip(min=0)
+    lag_scale = np.ones(len(g))
+    has_lag = g.lag[:, 0] > 0
+    lag_scale[has_lag] = 1.0 - cut[has_lag] / g.lag[has_lag, 0]
+    own_scale = np.where(host & (starts >= lo[k]) & (ends <= hi[k]) & removes_call[k] & (g.wait_pred < 0), 0.0, 1.0)
     # a blocking call whose return opened a sync gap: it no longer waits
-    ke = np.searchsorted(lo, ends, "right") - 1
-    at_gap = host & (ke >= 0) & (ends <= hi[np.maximum(ke, 0)]) & is_sync[np.maximum(ke, 0)] & (g.wait_pred >= 0)
-    if not (host_scale < 1).any() and not at_gap.any():
+    ke = np.maximum(np.searchsorted(lo, ends, "right") - 1, 0)
+    at_gap = host & (ends >= lo[ke]) & (ends <= hi[ke]) & is_sync[ke] & (g.wait_pred >= 0)
+    if not (lag_scale < 1).any() and not at_gap.any() and not (own_scale < 1).any():
         return None
-    return {"host_lag_scale": host_scale, "drop_wait": at_gap}
+    return {"host_lag_scale": lag_scale, "drop_wait": at_gap, "own_scale": own_scale}
