@@ -18,7 +18,7 @@ IDLE_CAUSES = ("launch", "startup", "jit", "allocation", "host-copy", "sync", "h
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 7
+REPORT_SCHEMA_VERSION = 8
 
 
 @dataclass
