@@ -165,3 +165,23 @@ def test_whatif_on_a_stretched_capture_predicts_the_original(tmp_path):
     assert answer["median_iteration_ns"] > original["median_iteration_ns"]  # the stretch made the step longer
     error = abs(answer["predicted_median_iteration_ns"] - original["median_iteration_ns"])
     assert error <= 0.05 * original["median_iteration_ns"]
+
+
+def test_a_capped_model_replays_its_middle_steps():
+    _need_traces()
+    from nsight_advisor import workflow
+    from nsight_advisor.engine.whatif import step_model
+
+    con, ids = workflow.load([TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"])
+    try:
+        full = step_model(con, ids)
+        capped = step_model(con, ids, max_ops=1500)
+    finally:
+        con.close()
+    kept, total = capped.kept[ids[0]]
+    assert total == len(full.steps[ids[0]]) == 10 and 1 <= kept < total
+    assert len(capped.graph) < len(full.graph)
+    assert np.array_equal(capped.base[1], capped.graph.ops["end_ns"].to_numpy())
+    # the middle steps kept are the same steps, with the same durations
+    middle = (total - kept) // 2
+    assert capped.durations()[ids[0]] == full.durations()[ids[0]][middle:middle + kept]

@@ -59,8 +59,10 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
         wait_pred[drop_wait] = -1
     ns = start0.astype(np.float64).tolist()
     ne = g.ops["end_ns"].to_numpy(np.float64).tolist()
-    preds = [[(int(p), float(lg), bool(fs)) for p, lg, fs in zip(pr, lr, fr) if p >= 0]
-             for pr, lr, fr in zip(g.pred.tolist(), lag.tolist(), g.from_start.tolist())]
+    # one list per start slot (a list lookup is what the loop can afford: it runs once per operation)
+    p0, p1, p2, p3 = (g.pred[:, k].tolist() for k in range(4))
+    l0, l1, l2, l3 = (lag[:, k].tolist() for k in range(4))
+    f0 = g.from_start[:, 0].tolist()
     own_l, special = own.tolist(), g.special_end.tolist()
     wp, wl = wait_pred.tolist(), g.wait_lag.tolist()
     also = g.also_waits
@@ -77,9 +79,20 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
                 t = max(t, max(ns[m] for m in members[grp[i]]) + gl[i])
             ne[i] = t
             continue
-        if preds[i]:
-            t = max((ns[p] if fs else ne[p]) + lg for p, lg, fs in preds[i])
-        else:
+        # slot 0: the host thread (from the previous call's end, or a nested call's outer start); slot 1: the
+        # launching call's start; slots 2 and 3: another GPU operation's end
+        p = p0[i]
+        t = ((ns[p] if f0[i] else ne[p]) + l0[i]) if p >= 0 else -1e300
+        p = p1[i]
+        if p >= 0 and ns[p] + l1[i] > t:
+            t = ns[p] + l1[i]
+        p = p2[i]
+        if p >= 0 and ne[p] + l2[i] > t:
+            t = ne[p] + l2[i]
+        p = p3[i]
+        if p >= 0 and ne[p] + l3[i] > t:
+            t = ne[p] + l3[i]
+        if t == -1e300:
             t = ns[i]
         ns[i] = t
         if not special[i]:
@@ -129,7 +142,7 @@ def _segment(what: str, op: int | None, lo: float, hi: float) -> dict[str, Any]:
 def _end_binding(g: StepGraph, i: int, ns, ne):
     """What set op i's end: ((next op, at its end?), label, time the segment starts)."""
     own = ns[i] + g.own_ns[i]
-    kind = int(g.ops["kind"].iat[i])
+    kind = int(g.kinds[i])
     label = "CUDA call" if kind == HOST else KIND_NAMES[kind]
     best = (own, ((i, False), label, ns[i]))
     if g.wait_pred[i] >= 0:

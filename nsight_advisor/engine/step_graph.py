@@ -81,6 +81,13 @@ class StepGraph:
         return int(t) + self.offsets.get(int(capture_id), 0) - self.t0
 
     @property
+    def kinds(self) -> np.ndarray:
+        """Each op's kind (HOST, KERNEL, MEMCPY, MEMSET) as an array."""
+        if "_kinds" not in self.__dict__:
+            self.__dict__["_kinds"] = self.ops["kind"].to_numpy()
+        return self.__dict__["_kinds"]
+
+    @property
     def special_end(self) -> np.ndarray:
         """Ops whose end waits for more than their own start (processed at their recorded end)."""
         return (self.wait_pred >= 0) | (self.group >= 0)
@@ -170,17 +177,16 @@ def _host_edges(g: StepGraph) -> None:
     thread = h.groupby(["capture_id", "pid", "tid"], dropna=False, sort=False).ngroup().to_numpy()
     new_thread = np.r_[True, thread[1:] != thread[:-1]]
     # the latest end so far on the thread, before this call: a call starting before it is nested
-    prev_end = np.empty_like(end)
-    prev_top = np.full(len(idx), -1, np.int64)
+    prev_end_l, prev_top_l = [0] * len(idx), [-1] * len(idx)
     running, top = -(2 ** 62), -1
-    for k in range(len(idx)):  # one pass, linear
-        if new_thread[k]:
+    for k, (s, e, fresh) in enumerate(zip(start.tolist(), end.tolist(), new_thread.tolist())):  # one pass
+        if fresh:
             running, top = -(2 ** 62), -1
-        prev_end[k] = running
-        prev_top[k] = top
-        if start[k] >= running:
+        prev_end_l[k], prev_top_l[k] = running, top
+        if s >= running:
             top = k
-        running = max(running, end[k])
+        running = max(running, e)
+    prev_end, prev_top = np.asarray(prev_end_l, np.int64), np.asarray(prev_top_l, np.int64)
     nested = (start < prev_end) & (prev_top >= 0)
     # a top-level call's predecessor is the previous top-level call: prev_top of a top-level call
     has = prev_top >= 0

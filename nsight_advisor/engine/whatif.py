@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
     from nsight_advisor.engine.model import Finding
 
+#: In an analysis, a capture's steps are replayed up to this many operations (its middle steps; the savings are
+#: scaled to all its steps): a replay runs about a million operations a second, and each finding replays once.
+MAX_ANALYSIS_OPS = 1_000_000
 #: Idle causes whose fix removes the host's work in the gap (the GPU waited for the host to do something else).
 HOST_WORK_CAUSES = ("host", "allocation", "unknown", "host-copy", "launch", "jit", "startup")
 
@@ -36,6 +39,7 @@ class StepModel:
     steps: dict[int, list[tuple[int, int]]]
     sources: dict[int, str]
     base: tuple[np.ndarray, np.ndarray] = field(default=None)  # the unchanged replay (= the recorded times)
+    kept: dict[int, tuple[int, int]] = field(default_factory=dict)  # capture -> (steps in the graph, steps found)
 
     def durations(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, list[float]]:
         """Each capture's step durations under ``times`` (the recorded ones when None), ns."""
@@ -57,20 +61,38 @@ def capture_steps(con: duckdb.DuckDBPyConnection, capture_id: int) -> tuple[list
     return None
 
 
-def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> StepModel | None:
+def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
+               max_ops: int | None = None) -> StepModel | None:
     """The step graph of those of ``capture_ids`` that have steps, one graph for all (ranks of a job meet at their
-    collectives); None when none has steps."""
+    collectives); None when none has steps. ``max_ops``: a capture whose steps hold more GPU operations and CUDA
+    calls than this keeps only that many operations' worth of its middle steps (``StepModel.kept``)."""
     found = {int(c): capture_steps(con, int(c)) for c in capture_ids}
     found = {c: v for c, v in found.items() if v}
     if not found:
         return None
+    kept = {c: (len(v[0]), len(v[0])) for c, v in found.items()}
+    if max_ops:
+        for c, (spans, source) in list(found.items()):
+            ops = _op_count(con, c, spans[0][0], spans[-1][1])
+            if ops > max_ops:
+                keep = max(1, len(spans) * max_ops // ops)
+                first = (len(spans) - keep) // 2
+                found[c] = (spans[first:first + keep], source)
+                kept[c] = (keep, len(spans))
     spans = {c: (v[0][0][0], v[0][-1][1]) for c, v in found.items()}
     graph = build_graph(con, list(found), spans)
-    steps = {c: [(graph.clock(c, s), graph.clock(c, e)) for s, e in v[0]]
-             for c, v in found.items()}
+    steps = {c: [(graph.clock(c, s), graph.clock(c, e)) for s, e in v[0]] for c, v in found.items()}
     model = StepModel(graph, steps, {c: v[1] for c, v in found.items()})
+    model.kept = kept
     model.base = replay(graph)
     return model
+
+
+def _op_count(con, capture_id: int, lo: int, hi: int) -> int:
+    return int(sql_params.execute(con, """
+        select (select count(*) from kernel_rows where capture_id = $c and start_ns between $lo and $hi)
+             + (select count(*) from api_calls where capture_id = $c and start_ns between $lo and $hi)""",
+                                  {"c": capture_id, "lo": lo, "hi": hi}).fetchone()[0])
 
 
 def kernel_ops(graph: StepGraph, name: str) -> np.ndarray:
@@ -129,11 +151,10 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     """Set ``saving_ns`` on each finding whose fix the replay can model (kernel-time and idle-time findings) in a
     capture with steps; the others keep None. Returns the report's ``summary.savings``: the captures replayed,
     their steps, and the findings given a saving."""
-    model = step_model(con, capture_ids)
+    model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS)
     if model is None:
         return {"captures": [], "steps": 0, "findings": 0}
-    durations = model.durations()
-    base = sum(sum(v) for v in durations.values())
+    before = model.durations()
     given = 0
     for f in findings:
         if f.capture_id not in model.steps or f.impact_ns <= 0:
@@ -141,11 +162,15 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
         change = _fix_of(con, model, f)
         if change is None:
             continue
-        after = replay(model.graph, **change)
-        f.saving_ns = max(int(round(base - sum(sum(v) for v in model.durations(after).values()))), 0)
+        after = model.durations(replay(model.graph, **change))
+        saved = 0.0
+        for cid, durations in before.items():
+            kept, total = model.kept.get(cid, (1, 1))
+            saved += (sum(durations) - sum(after[cid])) * total / kept  # the middle steps stand for all
+        f.saving_ns = max(int(round(saved)), 0)
         given += 1
-    return {"captures": sorted(model.steps), "steps": sum(len(v) for v in durations.values()),
-            "findings": given}
+    return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
+            "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given}
 
 
 def _fix_of(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
