@@ -185,3 +185,44 @@ def test_a_capped_model_replays_its_middle_steps():
     # the middle steps kept are the same steps, with the same durations
     middle = (total - kept) // 2
     assert capped.durations()[ids[0]] == full.durations()[ids[0]][middle:middle + kept]
+
+
+def test_whatif_cli_json_and_bad_input(tmp_path):
+    _need_traces()
+    import json
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")}
+    capture = str(TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "nsight_advisor", "whatif", capture, *args], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    done = cli("--kernel", "par_ranged2d_kernel", "--speedup", "2", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["median_iteration_ns"] == 32_469_417  # the capture's own (captures[].iterations.median_ns)
+    # par_ranged2d_kernel runs 87% of the time on a path that waits for every kernel: halved, a step loses ~40%
+    assert 0.5 * answer["median_iteration_ns"] < answer["predicted_median_iteration_ns"] < answer["median_iteration_ns"]
+    path = answer["captures"][0]["critical_path"]
+    assert path["by_kind_ns"]["kernel"] > 0.8 * path["length_ns"]
+    text = cli("--kernel", "par_ranged2d_kernel", "--speedup", "2")
+    assert text.returncode == 0 and "predicted" in text.stdout
+    for args, said in ((("--kernel", "no_such_kernel", "--speedup", "2"), "no kernel named"),
+                       (("--kernel", "par", "--speedup", "0"), "speedup")):
+        bad = cli(*args)
+        assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_reports_show_saving_beside_impact():
+    from nsight_advisor.report import render
+    from report_samples import hostile_result
+
+    result = hostile_result()
+    result.findings[0].saving_ns = 250_000
+    html, md, data = render(result, "html"), render(result, "md"), result.to_dict()
+    assert "saves 250 µs" in html and ">saving</th>" in html
+    assert "**250 µs** shorter" in md
+    assert data["findings"][0]["saving_ns"] == 250_000 and "saving_ns" not in data["findings"][1]
