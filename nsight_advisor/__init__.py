@@ -19,7 +19,7 @@ from nsight_advisor.common.version import SCHEMA_VERSION, __version__  # noqa: F
 
 #: The public API (nsight_advisor.api), one name per CLI command besides ``open``/``Analysis``.
 _API = ("open", "Analysis", "compare_paths", "comparison_report", "ingest", "describe", "query_text", "list_rules",
-        "show_rule", "new_rule", "run_rule_tests", "lint_rules")
+        "show_rule", "new_rule", "run_rule_tests", "lint_rules", "whatif", "whatif_text")
 
 __all__ = [*_API, "__version__", "SCHEMA_VERSION"]
 

@@ -331,6 +331,35 @@ def query_text(source: str | Path, sql: str, format: str = "table") -> str:
     return workflow.query(Path(source), sql, format)
 
 
+def whatif(*paths: str | Path, kernel: str, speedup: float, store: str | Path | None = None,
+           use_cache: bool = True) -> dict[str, Any]:
+    """``whatif``: replay the captures' steps (their dependency graph, docs/impact.md) with the kernels named
+    ``kernel`` (exactly, else containing it) ``speedup`` times faster. Returns ``median_iteration_ns`` (the
+    captures' own), ``predicted_median_iteration_ns``, per capture every step before and after and the critical
+    path of its median step. InputError when the captures have no steps or no such kernel."""
+    from nsight_advisor.engine.whatif import whatif as replay_whatif
+
+    if not paths:
+        raise InputError("whatif: name at least one capture or store")
+    given = [workflow.check_input_path(Path(p)) for p in paths]
+    con, ids = workflow.load(given, store_path=Path(store) if store is not None else None, use_cache=use_cache)
+    try:
+        names = dict(con.execute("select capture_id, source_name from captures").fetchall())
+        try:
+            return replay_whatif(con, ids, kernel=kernel, speedup=float(speedup), names=names)
+        except ValueError as exc:
+            raise InputError(f"whatif: {exc}") from None
+    finally:
+        con.close()
+
+
+def whatif_text(answer: dict[str, Any]) -> str:
+    """:func:`whatif`'s answer as text for a terminal."""
+    from nsight_advisor.report.whatif_text import render_whatif
+
+    return render_whatif(answer)
+
+
 def list_rules(rules_dirs: Sequence[str | Path] = ()) -> str:
     """``rules list``: one line per rule (built-in and ``rules_dirs``): id, name, category, status."""
     from nsight_advisor.authoring import commands as authoring

@@ -111,6 +111,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
     from nsight_advisor.analysis.summary import build_summary
+    from nsight_advisor.engine.whatif import attach_savings
     from nsight_advisor.common.progress import Progress
 
     time_limit_s = time_limit_s or DEFAULT_TIME_LIMIT_S
@@ -137,6 +138,9 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     mark_paced(findings, pacing)
     findings, accounts = settle_impacts(con, captures, findings)
     reword_paced(findings, pacing)
+    savings = attach_savings(con, capture_ids, findings)
+    if savings["captures"]:
+        summary["savings"] = savings
     breakdowns = attach_regions(con, captures, findings)
     attach_source_frames(con, findings)
     public = []

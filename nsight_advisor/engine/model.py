@@ -17,7 +17,7 @@ OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 7
+REPORT_SCHEMA_VERSION = 8
 
 
 @dataclass
@@ -67,6 +67,10 @@ class Finding:
     # the backtraces recorded inside its API calls, most frequent first; empty without backtraces
     # (nsight_advisor.engine.source_frames).
     source_frames: list[dict[str, Any]] = field(default_factory=list)
+    # What the step would save with this finding's fix applied, from replaying the capture's step dependency graph
+    # (nsight_advisor.engine.whatif); None where the capture has no steps or the fix is not modeled (then left out
+    # of the JSON). Claimed time (impact_ns) is not saved time where work overlaps: docs/impact.md.
+    saving_ns: int | None = None
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -79,6 +83,8 @@ class Finding:
 
         out = asdict(self)
         out.pop("internal", None)
+        if out.get("saving_ns") is None:
+            out.pop("saving_ns", None)
         out["fingerprint"] = fingerprint(out)  # derived, never stored: rule, device and subject
         return out
 

@@ -203,6 +203,8 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "impact_ns": _num(f.get("impact_ns")),
             "impact": fmt_ns(f.get("impact_ns")) if f.get("impact_ns") else "",
             "impact_pct": _num(f.get("impact_pct")),
+            # the replayed step's saving (docs/impact.md); "" where the capture has no steps or the fix is not modeled
+            "saving": fmt_ns(f.get("saving_ns")) if isinstance(f.get("saving_ns"), (int, float)) else "",
             # 0 means the engine knew no wall time (e.g. an ncu report): say nothing rather than "0.0%".
             "impact_pct_text": fmt_pct(f.get("impact_pct")) if _num(f.get("impact_pct")) > 0 else "",
             "pct_basis": pct_basis(f, tools.get(f.get("capture_id"))),

@@ -199,6 +199,8 @@ def _finding(f: dict[str, Any]) -> list[str]:
     impact = ""
     if f["impact"]:
         impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of {f['pct_basis']})." if f["impact_pct_text"] else ".")
+    if f.get("saving"):
+        impact += f" Fixed, the steps would be **{f['saving']}** shorter (replayed)."
     message = md_escape(f["message"])
     if message and impact and not message.endswith((".", "!", "?", ")")):
         message += "."

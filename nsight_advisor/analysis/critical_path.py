@@ -1,0 +1,266 @@
+"""Replay a step graph (analysis/step_graph.py), walk its critical path and give each operation its slack.
+
+**Replay.** Every operation's start is the latest of its edges (the op it waits for, plus the edge's lag); its end
+is its start plus its own time, or for a blocking call or a collective kernel the latest of that and what it waits
+for. The operations are visited once, in the order of their recorded times (a start at the recorded start, an end
+that waits for more at the recorded end), which is an order in which everything an operation waits for comes
+first: linear in the number of operations. Replayed unchanged, the graph gives back every recorded time; with some
+operations made shorter (a what-if) it gives the times the program would have had.
+
+**Critical path.** From the operation that ends a step, back along whichever edge set each time: the chain of
+operations and waits whose lengths add up to the step, from its start to its end.
+
+**Slack.** How much later an operation could start without moving the end of the last step (a backward pass over
+the same order): zero on the critical path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nsight_advisor.analysis.step_graph import EDGE_KINDS, HOST, KIND_NAMES, StepGraph
+
+#: A stretch of a step before the earliest recorded operation its path reaches (host work without CUDA calls, or
+#: another rank that had not started yet).
+UNTRACKED = "before any recorded operation"
+_EDGE_LABELS = {"host": "host work", "launch": "launch latency", "stream": "stream order",
+                "cross": "wait for another stream"}
+
+
+def _order(g: StepGraph) -> tuple[list[int], list[bool]]:
+    """Visiting order: (op, is_end) entries by recorded time, ends before starts at the same time."""
+    special = np.flatnonzero(g.special_end)
+    n = len(g)
+    ops = np.r_[np.arange(n), special]
+    is_end = np.r_[np.zeros(n, bool), np.ones(len(special), bool)]
+    times = np.r_[g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)[special]]
+    order = np.lexsort((~is_end, times))
+    return ops[order].tolist(), is_end[order].tolist()
+
+
+def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np.ndarray | None = None,
+           drop_wait: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Replayed (start_ns, end_ns) of every op. ``own_scale``: each op's own time (and a collective's transfer)
+    multiplied by it (a kernel 1.3x faster: 1/1.3); ``host_lag_scale``: each call's host work before it multiplied
+    by it (0: removed); ``drop_wait``: blocking calls that no longer wait for the GPU."""
+    start0 = g.ops["start_ns"].to_numpy(np.int64)
+    own = g.own_ns.astype(np.float64)
+    glag = g.group_lag.astype(np.float64)
+    if own_scale is not None:
+        own = own * own_scale
+        glag = glag * own_scale
+    lag = g.lag.astype(np.float64)
+    if host_lag_scale is not None:
+        lag[:, 0] = np.where(g.from_start[:, 0], lag[:, 0], lag[:, 0] * host_lag_scale)
+    wait_pred = g.wait_pred.copy()
+    if drop_wait is not None:
+        wait_pred[drop_wait] = -1
+    ns = start0.astype(np.float64).tolist()
+    ne = g.ops["end_ns"].to_numpy(np.float64).tolist()
+    # one list per start slot (a list lookup is what the loop can afford: it runs once per operation)
+    p0, p1, p2, p3 = (g.pred[:, k].tolist() for k in range(4))
+    l0, l1, l2, l3 = (lag[:, k].tolist() for k in range(4))
+    f0 = g.from_start[:, 0].tolist()
+    own_l, special = own.tolist(), g.special_end.tolist()
+    wp, wl = wait_pred.tolist(), g.wait_lag.tolist()
+    also = g.also_waits
+    grp, gl, members = g.group.tolist(), glag.tolist(), g.members
+    order, is_end = _order(g)
+    for i, end in zip(order, is_end):
+        if end:
+            t = ns[i] + own_l[i]
+            if wp[i] >= 0:
+                t = max(t, ne[wp[i]] + wl[i])
+                for j in also.get(i, ()):
+                    t = max(t, ne[j] + wl[i])
+            if grp[i] >= 0:
+                t = max(t, max(ns[m] for m in members[grp[i]]) + gl[i])
+            ne[i] = t
+            continue
+        # slot 0: the host thread (from the previous call's end, or a nested call's outer start); slot 1: the
+        # launching call's start; slots 2 and 3: another GPU operation's end
+        p = p0[i]
+        t = ((ns[p] if f0[i] else ne[p]) + l0[i]) if p >= 0 else -1e300
+        p = p1[i]
+        if p >= 0 and ns[p] + l1[i] > t:
+            t = ns[p] + l1[i]
+        p = p2[i]
+        if p >= 0 and ne[p] + l2[i] > t:
+            t = ne[p] + l2[i]
+        p = p3[i]
+        if p >= 0 and ne[p] + l3[i] > t:
+            t = ne[p] + l3[i]
+        if t == -1e300:
+            t = ns[i]
+        ns[i] = t
+        if not special[i]:
+            ne[i] = t + own_l[i]
+    return np.asarray(ns), np.asarray(ne)
+
+
+def critical_path(g: StepGraph, start_ns: float, end_ns: float, capture_id: int,
+                  times: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
+    """The critical path of one step [start_ns, end_ns) of ``capture_id`` (aligned clock), latest segment last:
+    ``{"what": op|edge kind, "op": index or None, "start_ns", "end_ns"}``; the segments tile the step."""
+    ns, ne = times if times is not None else replay(g)
+    mine = np.flatnonzero((g.ops["capture_id"].to_numpy() == capture_id) & (ne <= end_ns + 0.5))
+    segments: list[dict[str, Any]] = []
+    if not len(mine):
+        return [_segment(UNTRACKED, None, start_ns, end_ns)]
+    last = int(mine[np.argmax(ne[mine])])
+    t = end_ns
+    if ne[last] < end_ns:
+        segments.append(_segment(UNTRACKED, None, ne[last], end_ns))
+        t = ne[last]
+    i, at_end = last, True
+    for _ in range(4 * len(g) + 4):
+        if t <= start_ns:
+            break
+        if at_end:
+            nxt, what, lo = _end_binding(g, i, ns, ne)
+            segments.append(_segment(what, i, max(lo, start_ns), t))
+            t, (i, at_end) = lo, nxt
+            continue
+        found = _start_binding(g, i, ns, ne)
+        if found is None:
+            segments.append(_segment(UNTRACKED, None, start_ns, t))
+            t = start_ns
+            break
+        (p, from_start), kind, base = found
+        segments.append(_segment(kind, i, max(base, start_ns), t))
+        t, i, at_end = base, p, not from_start
+    segments.reverse()
+    return [s for s in segments if s["end_ns"] > s["start_ns"]]
+
+
+def _segment(what: str, op: int | None, lo: float, hi: float) -> dict[str, Any]:
+    return {"what": what, "op": op, "start_ns": float(lo), "end_ns": float(hi)}
+
+
+def _end_binding(g: StepGraph, i: int, ns, ne):
+    """What set op i's end: ((next op, at its end?), label, time the segment starts)."""
+    own = ns[i] + g.own_ns[i]
+    kind = int(g.kinds[i])
+    label = "CUDA call" if kind == HOST else KIND_NAMES[kind]
+    best = (own, ((i, False), label, ns[i]))
+    if g.wait_pred[i] >= 0:
+        w = max([int(g.wait_pred[i]), *g.also_waits.get(i, ())], key=lambda k: ne[k])
+        if ne[w] + g.wait_lag[i] > best[0] + 0.5:
+            best = (ne[w] + g.wait_lag[i], ((w, True), "wait for the GPU", ne[w]))
+    grp = g.group[i]
+    if grp >= 0:
+        members = g.members[grp]
+        m = max(members, key=lambda k: ns[k])
+        if ns[m] + g.group_lag[i] > best[0] + 0.5:
+            best = (ns[m] + g.group_lag[i], ((int(m), False), "collective (after the last rank arrived)", ns[m]))
+    return best[1]
+
+
+def _start_binding(g: StepGraph, i: int, ns, ne):
+    """The edge that set op i's start: ((pred, from its start?), label, time the edge starts), or None."""
+    best = None
+    for slot in range(4):
+        p = g.pred[i, slot]
+        if p < 0:
+            continue
+        base = ns[p] if g.from_start[i, slot] else ne[p]
+        value = base + g.lag[i, slot]
+        # the recorded binding slot wins a tie: it is the edge the graph chose
+        key = (value, slot == g.binding[i])
+        if best is None or key > best[0]:
+            best = (key, ((int(p), bool(g.from_start[i, slot])), _EDGE_LABELS[EDGE_KINDS[slot]], base))
+    return None if best is None else best[1]
+
+
+def slack(g: StepGraph, times: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Each op's slack, ns: how much later it could start without moving the latest end in the graph."""
+    ns, ne = times if times is not None else replay(g)
+    horizon = float(ne.max()) if len(ne) else 0.0
+    late_s = [horizon] * len(g)
+    late_e = [horizon] * len(g)
+    order, is_end = _order(g)
+    own, special = g.own_ns.tolist(), g.special_end.tolist()
+    wp, wl, grp, gl, members = g.wait_pred.tolist(), g.wait_lag.tolist(), g.group.tolist(), g.group_lag.tolist(), \
+        g.members
+    pred, lag, fs = g.pred.tolist(), g.lag.tolist(), g.from_start.tolist()
+    for i, end in zip(reversed(order), reversed(is_end)):
+        if end or not special[i]:
+            late_s[i] = min(late_s[i], late_e[i] - own[i])
+        if end:
+            if wp[i] >= 0:
+                for j in (wp[i], *g.also_waits.get(i, ())):
+                    late_e[j] = min(late_e[j], late_e[i] - wl[i])
+            if grp[i] >= 0:
+                for m in members[grp[i]]:
+                    late_s[m] = min(late_s[m], late_e[i] - gl[i])
+            continue
+        for p, lg, from_start in zip(pred[i], lag[i], fs[i]):
+            if p < 0:
+                continue
+            if from_start:
+                late_s[p] = min(late_s[p], late_s[i] - lg)
+            else:
+                late_e[p] = min(late_e[p], late_s[i] - lg)
+    return np.maximum(np.asarray(late_s) - ns, 0.0)
+
+
+def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
+              times: tuple[np.ndarray, np.ndarray]) -> list[float]:
+    """Each step's duration under replayed ``times``: its start moves with the first op of the capture starting at
+    or after it, its end with the next step's start, or (the last step) with the last op ending at or before it.
+    ``spans`` on the graph's (aligned) clock."""
+    ns, ne = times
+    mine = np.flatnonzero(g.ops["capture_id"].to_numpy() == capture_id)
+    if not len(mine) or not spans:
+        return [float(e - s) for s, e in spans]
+    start_all, end_all = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)
+    start0, end0 = start_all[mine], end_all[mine]
+    by_start = mine[np.argsort(start0, kind="stable")]
+    sorted_start = np.sort(start0)
+    by_end = mine[np.argsort(end0, kind="stable")]
+    sorted_end = np.sort(end0)
+
+    def moved_start(b: int) -> float:
+        k = int(np.searchsorted(sorted_start, b, "left"))
+        if k >= len(by_start):
+            return moved_end(b)
+        j = by_start[k]
+        return b + (ns[j] - start_all[j])
+
+    def moved_end(b: int) -> float:
+        k = int(np.searchsorted(sorted_end, b, "right")) - 1
+        if k < 0:
+            return float(b)
+        j = by_end[k]
+        return b + (ne[j] - end_all[j])
+
+    out = []
+    for n, (s, e) in enumerate(spans):
+        lo = moved_start(s)
+        follows = n + 1 < len(spans) and spans[n + 1][0] == e
+        hi = moved_start(e) if follows else moved_end(e)
+        out.append(float(hi - lo))
+    return out
+
+
+def path_summary(g: StepGraph, segments: list[dict[str, Any]]) -> dict[str, Any]:
+    """A path's length, its time by kind of segment and its longest operations."""
+    by_what: dict[str, float] = {}
+    by_op: dict[tuple, float] = {}
+    for s in segments:
+        length = s["end_ns"] - s["start_ns"]
+        by_what[s["what"]] = by_what.get(s["what"], 0.0) + length
+        if s["op"] is not None and s["what"] in (*KIND_NAMES[1:], "CUDA call"):
+            row = g.ops.iloc[s["op"]]
+            key = (s["what"], row["name"], int(row["capture_id"]))
+            by_op[key] = by_op.get(key, 0.0) + length
+    top = sorted(by_op.items(), key=lambda kv: -kv[1])[:10]
+    return {"length_ns": int(round(sum(s["end_ns"] - s["start_ns"] for s in segments))),
+            "by_kind_ns": {k: int(round(v)) for k, v in sorted(by_what.items(), key=lambda kv: -kv[1])},
+            "top_ops": [{"kind": k, "name": name, "capture_id": cid, "ns": int(round(v))}
+                        for (k, name, cid), v in top]}
+
+
+__all__ = ["replay", "critical_path", "slack", "map_steps", "path_summary", "HOST"]

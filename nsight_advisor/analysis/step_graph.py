@@ -1,0 +1,390 @@
+"""The dependency graph of a capture's steps: what each operation waited for, from what the store holds.
+
+An operation is a CUDA API call on a host thread or a GPU operation (kernel, copy, set). Its start waits for
+(each an edge with a lag, ns):
+
+* ``host``: the previous call on its thread to end, then the thread's own work between the two calls (the lag,
+  kept as the host's work); a call nested in another waits for the outer call's start;
+* ``launch``: the call that launched it (correlation id) to start, then the launch latency;
+* ``stream``: the previous operation on its stream to end;
+* ``cross``: an operation on another stream of its device to end. Recorded event waits (``cudaStreamWaitEvent``)
+  are not in the store with their streams, so this edge is inferred: a GPU operation that started later than its
+  launch and its stream allowed, within :data:`CROSS_WINDOW_NS` of another stream's operation ending, waited for it.
+
+Its end waits for its own duration, and in two cases for more:
+
+* a **blocking call** (``*Synchronize``, a synchronous copy or set) waits for the GPU operation of its process that
+  ended last before it returned, when it returned within :data:`RETURN_TOL_NS` of that end;
+* a **collective kernel** waits for the last rank of its collective to arrive (collective_ranks: matched across
+  ranks, clocks aligned): it ends its transfer time after the latest start of the ranks.
+
+Of the edges into a start, the one that explains the recorded start with the least unexplained wait (its lag less
+the capture's typical lag of that kind) is the **binding** edge: it keeps its recorded lag, so replaying the graph
+unchanged gives back every recorded time exactly; the others get the typical lag (at most their recorded one), so
+that when the binding one moves earlier they can take over. Times are on the job's clock
+(collective_clock_offsets), so that the ranks of a job form one graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from nsight_advisor.common import sql_params
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+#: Operation kinds.
+HOST, KERNEL, MEMCPY, MEMSET = 0, 1, 2, 3
+KIND_NAMES = ("host", "kernel", "memcpy", "memset")
+#: Edge kinds of the start slots, in slot order.
+EDGE_KINDS = ("host", "launch", "stream", "cross")
+#: A GPU operation that started within this long after another stream's operation on its device ended, while its
+#: own launch and stream would have let it start earlier, waited for that operation (an inferred event wait), ns.
+CROSS_WINDOW_NS = 10_000
+#: ... when the wait it leaves unexplained otherwise is at least this long, ns.
+CROSS_MIN_UNEXPLAINED_NS = 5_000
+#: A blocking call that returned within this long after a GPU operation of its process ended waited for it, ns.
+RETURN_TOL_NS = 50_000
+#: The quantile of a capture's recorded launch and stream lags taken as the typical (unavoidable) lag.
+TYPICAL_QUANTILE = 0.05
+#: A blocking call's base name (cuda_api_calls.base_name).
+BLOCKING_CALL = r"(?:Synchronize|^cuda(?:Memcpy|Memset)(?!.*Async)|^cu(?:Memcpy|Memset)(?!.*Async))"
+
+
+@dataclass
+class StepGraph:
+    """The dependency graph of some captures' operations (see the module docstring); arrays indexed by op."""
+
+    ops: pd.DataFrame  # capture_id, kind, pid, tid, device_id, stream_id, name, start_ns, end_ns (aligned)
+    pred: np.ndarray  # [n, 4] int64: the op each start slot waits for, -1 for none
+    lag: np.ndarray  # [n, 4] int64: the lag of each slot, ns
+    from_start: np.ndarray  # [n, 4] bool: the slot waits for its op's start (else its end)
+    binding: np.ndarray  # [n] int8: the binding start slot, -1 when the start waits for nothing recorded
+    own_ns: np.ndarray  # [n] int64: the end's own lag after the start (the duration, or less where the end waits)
+    wait_pred: np.ndarray  # [n] int64: the op a blocking call's end waits for, -1 for none
+    wait_lag: np.ndarray  # [n] int64
+    group: np.ndarray  # [n] int64: collective group of a collective kernel, -1 for none
+    group_lag: np.ndarray  # [n] int64: transfer time after the group's last arrival, ns
+    also_waits: dict[int, list[int]] = field(default_factory=dict)  # a blocking call's waits on its other streams
+    members: list[list[int]] = field(default_factory=list)  # the ops of each collective group
+    offsets: dict[int, int] = field(default_factory=dict)  # capture -> clock offset added to its times, ns
+    typical: dict[str, int] = field(default_factory=dict)
+    t0: int = 0  # the graph's clock: a capture's time plus its offset, less t0 (ns)
+
+    def clock(self, capture_id: int, t: int) -> int:
+        """A time of ``capture_id``'s own clock on the graph's clock."""
+        return int(t) + self.offsets.get(int(capture_id), 0) - self.t0
+
+    @property
+    def kinds(self) -> np.ndarray:
+        """Each op's kind (HOST, KERNEL, MEMCPY, MEMSET) as an array."""
+        if "_kinds" not in self.__dict__:
+            self.__dict__["_kinds"] = self.ops["kind"].to_numpy()
+        return self.__dict__["_kinds"]
+
+    @property
+    def special_end(self) -> np.ndarray:
+        """Ops whose end waits for more than their own start (processed at their recorded end)."""
+        return (self.wait_pred >= 0) | (self.group >= 0)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+
+def build_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
+                spans: dict[int, tuple[int, int]] | None = None) -> StepGraph:
+    """The graph of ``capture_ids``' operations, each capture's limited to ``spans[capture_id]`` = (start, end) on
+    its own clock (operations overlapping it) when given."""
+    import pandas as pd
+
+    ids = [int(i) for i in capture_ids]
+    offsets = _offsets(con, ids)
+    frames = []
+    for cid in ids:
+        lo, hi = (spans or {}).get(cid, (-(2 ** 62), 2 ** 62))
+        frames.append(_ops(con, cid, lo, hi, offsets.get(cid, 0)))
+    ops = pd.concat(frames, ignore_index=True) if frames else _ops(con, -1, 0, 0, 0)
+    # times from the earliest op: float64 replays of epoch nanoseconds (1.7e18) would round to 256 ns
+    t0 = int(ops["start_ns"].min()) if len(ops) else 0
+    ops["start_ns"] -= t0
+    ops["end_ns"] -= t0
+    n = len(ops)
+    graph = StepGraph(ops=ops, pred=np.full((n, 4), -1, np.int64), lag=np.zeros((n, 4), np.int64),
+                      from_start=np.zeros((n, 4), bool), binding=np.full(n, -1, np.int8),
+                      own_ns=(ops["end_ns"] - ops["start_ns"]).to_numpy(np.int64).copy(),
+                      wait_pred=np.full(n, -1, np.int64), wait_lag=np.zeros(n, np.int64),
+                      group=np.full(n, -1, np.int64), group_lag=np.zeros(n, np.int64), offsets=offsets, t0=t0)
+    if n:
+        _host_edges(graph)
+        _launch_and_stream_edges(graph)
+        _choose_binding(graph)
+        _cross_edges(graph)
+        _blocking_ends(graph)
+        _collective_ends(con, graph, ids)
+    return graph
+
+
+def _offsets(con, ids: list[int]) -> dict[int, int]:
+    rows = sql_params.execute(con, """
+        select capture_id, max(offset_ns) from collective_clock_offsets
+        where capture_id in (select unnest($ids::integer[])) group by 1""", {"ids": ids}).fetchall()
+    return {int(c): int(o or 0) for c, o in rows}
+
+
+def _ops(con, cid: int, lo: int, hi: int, offset: int) -> pd.DataFrame:
+    """Host calls and GPU operations of one capture overlapping [lo, hi], times plus the clock offset."""
+    frame = sql_params.execute(con, """
+        with names as (select name_id, name from kernel_names where capture_id = $cid)
+        select capture_id, 0::tinyint as kind, pid, tid, null::integer as device_id, null::integer as stream_id,
+               correlation_id, base_name as name, start_ns + $off as start_ns, end_ns + $off as end_ns
+        from cuda_api_calls
+        where capture_id = $cid and end_ns >= $lo and start_ns <= $hi and end_ns >= start_ns
+        union all
+        select r.capture_id, 1, r.pid, null, r.device_id, r.stream_id, r.correlation_id, n.name,
+               r.start_ns + $off, r.end_ns + $off
+        from kernel_rows r left join names n on n.name_id = r.name_id
+        where r.capture_id = $cid and r.end_ns >= $lo and r.start_ns <= $hi and r.end_ns >= r.start_ns
+        union all
+        select capture_id, 2, pid, null, device_id, stream_id, correlation_id, coalesce(direction, 'memcpy'),
+               start_ns + $off, end_ns + $off
+        from memcpys where capture_id = $cid and end_ns >= $lo and start_ns <= $hi and end_ns >= start_ns
+        union all
+        select capture_id, 3, pid, null, device_id, stream_id, correlation_id, 'memset',
+               start_ns + $off, end_ns + $off
+        from memsets where capture_id = $cid and end_ns >= $lo and start_ns <= $hi and end_ns >= start_ns
+        """, {"cid": cid, "lo": lo, "hi": hi, "off": offset}).df()
+    # RE2 (DuckDB's regular expressions) has no lookahead: the blocking calls are told here
+    frame["blocking"] = (frame["kind"] == HOST) & frame["name"].fillna("").str.contains(BLOCKING_CALL, regex=True)
+    return frame
+
+
+def _host_edges(g: StepGraph) -> None:
+    """Slot 0: each call after the previous top-level call of its thread; a nested call after its outer call's
+    start."""
+    ops = g.ops
+    host = ops.index[ops["kind"] == HOST]
+    if not len(host):
+        return
+    h = ops.loc[host].sort_values(["capture_id", "pid", "tid", "start_ns", "end_ns"],
+                                  ascending=[True, True, True, True, False])
+    idx = h.index.to_numpy(np.int64)
+    start, end = h["start_ns"].to_numpy(np.int64), h["end_ns"].to_numpy(np.int64)
+    thread = h.groupby(["capture_id", "pid", "tid"], dropna=False, sort=False).ngroup().to_numpy()
+    new_thread = np.r_[True, thread[1:] != thread[:-1]]
+    # the latest end so far on the thread, before this call: a call starting before it is nested
+    prev_end_l, prev_top_l = [0] * len(idx), [-1] * len(idx)
+    running, top = -(2 ** 62), -1
+    for k, (s, e, fresh) in enumerate(zip(start.tolist(), end.tolist(), new_thread.tolist())):  # one pass
+        if fresh:
+            running, top = -(2 ** 62), -1
+        prev_end_l[k], prev_top_l[k] = running, top
+        if s >= running:
+            top = k
+        running = max(running, e)
+    prev_end, prev_top = np.asarray(prev_end_l, np.int64), np.asarray(prev_top_l, np.int64)
+    nested = (start < prev_end) & (prev_top >= 0)
+    # a top-level call's predecessor is the previous top-level call: prev_top of a top-level call
+    has = prev_top >= 0
+    pos = prev_top[has]
+    g.pred[idx[has], 0] = idx[pos]
+    g.from_start[idx[has], 0] = nested[has]
+    ref = np.where(nested[has], start[pos], end[pos])
+    g.lag[idx[has], 0] = start[has] - ref
+
+
+def _launch_and_stream_edges(g: StepGraph) -> None:
+    import pandas as pd
+
+    ops = g.ops
+    gpu = ops[ops["kind"] != HOST]
+    host = ops[(ops["kind"] == HOST) & ops["correlation_id"].notna()]
+    # slot 1: the launching call (same capture, process and correlation id)
+    calls = pd.DataFrame({"capture_id": host["capture_id"], "pid": host["pid"],
+                          "correlation_id": host["correlation_id"], "call": host.index})
+    calls = calls.drop_duplicates(["capture_id", "pid", "correlation_id"], keep="first")
+    linked = pd.DataFrame({"capture_id": gpu["capture_id"], "pid": gpu["pid"],
+                           "correlation_id": gpu["correlation_id"], "op": gpu.index}).merge(
+        calls, on=["capture_id", "pid", "correlation_id"], how="inner")
+    op, call = linked["op"].to_numpy(np.int64), linked["call"].to_numpy(np.int64)
+    starts = ops["start_ns"].to_numpy(np.int64)
+    g.pred[op, 1] = call
+    g.from_start[op, 1] = True
+    g.lag[op, 1] = starts[op] - starts[call]
+    # slot 2: the previous operation on the stream
+    s = gpu.sort_values(["capture_id", "device_id", "stream_id", "start_ns", "end_ns"])
+    idx = s.index.to_numpy(np.int64)
+    key = s.groupby(["capture_id", "device_id", "stream_id"], dropna=False, sort=False).ngroup().to_numpy()
+    same = np.r_[False, key[1:] == key[:-1]]
+    cur, prev = idx[same], idx[np.r_[same[1:], False]]
+    ends = ops["end_ns"].to_numpy(np.int64)
+    g.pred[cur, 2] = prev
+    g.lag[cur, 2] = starts[cur] - ends[prev]
+
+
+def _typical(values: np.ndarray) -> int:
+    values = values[values >= 0]
+    return int(np.quantile(values, TYPICAL_QUANTILE)) if len(values) else 0
+
+
+def _choose_binding(g: StepGraph) -> None:
+    """The binding start slot of every op; non-binding slots get the typical lag (at most their own)."""
+    typical = np.zeros(4, np.int64)
+    for slot, kind in ((1, "launch"), (2, "stream")):
+        typical[slot] = _typical(g.lag[g.pred[:, slot] >= 0, slot])
+        g.typical[kind] = int(typical[slot])
+    excess = np.where(g.pred >= 0, g.lag - typical[None, :], np.iinfo(np.int64).max)
+    excess[:, 0] = np.where(g.pred[:, 0] >= 0, 0, np.iinfo(np.int64).max)  # a host call: its thread's order
+    best = np.argmin(excess, axis=1)
+    has = g.pred[np.arange(len(g)), best] >= 0
+    g.binding[:] = np.where(has, best, -1)
+    _relax_non_binding(g, typical)
+
+
+def _relax_non_binding(g: StepGraph, typical: np.ndarray) -> None:
+    for slot in (1, 2, 3):
+        loose = (g.pred[:, slot] >= 0) & (g.binding != slot)
+        g.lag[loose, slot] = np.minimum(g.lag[loose, slot], typical[slot])
+
+
+def _last_at_or_before(keys: np.ndarray, times: np.ndarray, qkeys: np.ndarray, qtimes: np.ndarray) -> np.ndarray:
+    """For each query, the position in (keys, times) (sorted by key, then time) of the last row with the same key
+    and time <= the query's, or -1. Linear after the sort: keys and times are folded into one sorted integer."""
+    if not len(keys):
+        return np.full(len(qkeys), -1, np.int64)
+    uniq = np.unique(keys)
+    lo = min(int(times.min()), int(qtimes.min()) if len(qtimes) else 0)
+    span = max(int(times.max()), int(qtimes.max()) if len(qtimes) else 0) - lo + 2
+    dense = np.searchsorted(uniq, keys)
+    qdense = np.searchsorted(uniq, qkeys)
+    known = (qdense < len(uniq)) & (uniq[np.minimum(qdense, len(uniq) - 1)] == qkeys)
+    folded = dense * span + (times - lo)
+    pos = np.searchsorted(folded, qdense * span + (qtimes - lo), "right") - 1
+    ok = known & (pos >= 0)
+    ok &= dense[np.maximum(pos, 0)] == qdense
+    return np.where(ok, pos, -1)
+
+
+def _cross_edges(g: StepGraph) -> None:
+    """Slot 3: an inferred wait for another stream's operation (see the module docstring)."""
+    ops = g.ops
+    gpu = ops.index[ops["kind"] != HOST].to_numpy(np.int64)
+    if not len(gpu):
+        return
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    streams = ops["stream_id"].fillna(-1).to_numpy(np.int64)
+    rows = np.arange(len(g))
+    bind = np.maximum(g.binding, 0)
+    typical = np.array([0, g.typical.get("launch", 0), g.typical.get("stream", 0), 0])
+    unexplained = np.where(g.binding >= 0, g.lag[rows, bind] - typical[bind], CROSS_MIN_UNEXPLAINED_NS)
+    dk = (ops["capture_id"].astype("int64") * 1_000_003 + ops["device_id"].fillna(-1).astype("int64")).to_numpy(
+        np.int64)
+    cand = gpu[(unexplained[gpu] >= CROSS_MIN_UNEXPLAINED_NS) & (g.binding[gpu] != 0)]
+    if not len(cand):
+        return
+    order = gpu[np.lexsort((ends[gpu], dk[gpu]))]
+    pos = _last_at_or_before(dk[order], ends[order], dk[cand], starts[cand])
+    found = np.full(len(cand), -1, np.int64)
+    for back in range(4):  # the latest end on another stream among the last few ends before the start
+        p = pos - back
+        valid = (found < 0) & (pos >= 0) & (p >= 0)
+        j = order[np.maximum(p, 0)]
+        valid &= dk[j] == dk[cand]
+        hit = valid & (streams[j] != streams[cand]) & (j != cand)
+        found = np.where(hit, j, found)
+    j = found
+    wait = starts[cand] - ends[np.maximum(j, 0)]
+    ok = (j >= 0) & (wait >= 0) & (wait <= CROSS_WINDOW_NS) & (wait < unexplained[cand])
+    c, j, wait = cand[ok], j[ok], wait[ok]
+    g.pred[c, 3], g.lag[c, 3], g.binding[c] = j, wait, 3
+    for slot, kind in ((1, "launch"), (2, "stream")):
+        has = g.pred[c, slot] >= 0
+        g.lag[c[has], slot] = np.minimum(g.lag[c[has], slot], g.typical.get(kind, 0))
+
+
+def _blocking_ends(g: StepGraph) -> None:
+    """A blocking call's end waits for the GPU operation of its process that ended last before it returned."""
+    ops = g.ops
+    calls = ops.index[(ops["kind"] == HOST) & ops["blocking"].astype(bool)].to_numpy(np.int64)
+    gpu = ops.index[ops["kind"] != HOST].to_numpy(np.int64)
+    if not len(calls) or not len(gpu):
+        return
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    pkey = (ops["capture_id"].astype("int64") * 4_294_967_311 + ops["pid"].fillna(-1).astype("int64")).to_numpy(
+        np.int64)
+    order = gpu[np.lexsort((ends[gpu], pkey[gpu]))]
+    pos = _last_at_or_before(pkey[order], ends[order], pkey[calls], ends[calls])
+    j = np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
+    w = ends[calls] - ends[np.maximum(j, 0)]
+    ok = (j >= 0) & (ends[np.maximum(j, 0)] > starts[calls]) & (w >= 0) & (w <= RETURN_TOL_NS)
+    c, j, w = calls[ok], j[ok], w[ok]
+    g.wait_pred[c], g.wait_lag[c] = j, w
+    # without the wait, the call would take about its return latency
+    g.own_ns[c] = np.minimum(ends[c] - starts[c], np.maximum(w, 1_000))
+    _other_streams(g, c, pkey, starts, ends)
+
+
+def _other_streams(g: StepGraph, calls: np.ndarray, pkey: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+    """A blocking call also waits for the last operation that ended during it on each other stream of its process
+    (a device synchronization waits for every stream; the latest end is the one that set its return)."""
+    ops = g.ops
+    gpu = ops.index[ops["kind"] != HOST].to_numpy(np.int64)
+    stream_key = ops.loc[gpu].groupby(["capture_id", "device_id", "stream_id"], dropna=False, sort=False).ngroup()
+    keys = stream_key.to_numpy()
+    if keys.max(initial=0) > 256:  # a capture of hundreds of streams: the binding wait alone
+        return
+    for k in np.unique(keys):
+        members = gpu[keys == k]
+        members = members[np.argsort(ends[members], kind="stable")]
+        mine = calls[pkey[calls] == pkey[members[0]]]
+        if not len(mine):
+            continue
+        pos = np.searchsorted(ends[members], ends[mine], "right") - 1
+        ok = pos >= 0
+        j = members[np.maximum(pos, 0)]
+        ok &= (ends[j] > starts[mine]) & (j != g.wait_pred[mine])
+        for call, op in zip(mine[ok].tolist(), j[ok].tolist()):
+            g.also_waits.setdefault(call, []).append(op)
+
+
+def _collective_ends(con, g: StepGraph, ids: list[int]) -> None:
+    """A collective kernel ends its transfer time after the last rank of its collective arrives."""
+    rows = sql_params.execute(con, """
+        select capture_id, device_id, start_ns, end_ns, job, process_group, collective, "index"
+        from collective_ranks where capture_id in (select unnest($ids::integer[]))""", {"ids": ids}).fetchall()
+    if not rows:
+        return
+    ops = g.ops
+    kern = ops[ops["kind"] == KERNEL]
+    at = {(int(c), int(d) if d == d else -1, int(s)): int(i) for i, c, d, s in
+          zip(kern.index, kern["capture_id"], kern["device_id"].fillna(-1), kern["start_ns"])}
+    groups: dict[tuple, list[int]] = {}
+    for cid, dev, start, _end, job, pg, coll, index in rows:
+        i = at.get((int(cid), int(dev), g.clock(cid, start)))
+        if i is not None:
+            groups.setdefault((job, pg, coll, index), []).append(i)
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        last = max(starts[m] for m in members)
+        gid = len(g.members)
+        g.members.append(members)
+        for m in members:
+            transfer = ends[m] - last
+            if transfer < 0:  # clocks the alignment could not reconcile: this rank keeps its own duration
+                continue
+            g.group[m], g.group_lag[m] = gid, transfer
+            g.own_ns[m] = min(int(ends[m] - starts[m]), int(transfer))
+
+
+def describe(g: StepGraph, i: int) -> dict[str, Any]:
+    """One op as a small dict for reports."""
+    row = g.ops.iloc[i]
+    return {"kind": KIND_NAMES[int(row["kind"])], "name": row["name"], "capture_id": int(row["capture_id"]),
+            "device_id": None if row["device_id"] != row["device_id"] else int(row["device_id"]),
+            "stream_id": None if row["stream_id"] != row["stream_id"] else int(row["stream_id"])}

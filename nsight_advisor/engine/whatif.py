@@ -1,0 +1,273 @@
+"""What a change would save: replay the step graph with it applied and compare the steps (docs/impact.md).
+
+:func:`step_model` builds, for some captures, the graph of their steps (analysis/step_graph.py): the steady
+iterations (analysis/iterations.py), else the PyTorch profiler's ``ProfilerStep#N`` ranges. :func:`whatif` answers an
+engineer's question ("this kernel 1.3x faster"); :func:`attach_savings` gives each finding its ``saving_ns``: the
+replay with the finding's fix applied, against the replay without it, summed over the steps.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from nsight_advisor.common import sql_params
+from nsight_advisor.analysis.critical_path import critical_path, map_steps, path_summary, replay
+from nsight_advisor.analysis.iterations import _quantile, find_iterations
+from nsight_advisor.analysis.step_graph import HOST, KERNEL, StepGraph, build_graph
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from nsight_advisor.engine.model import Finding
+
+#: In an analysis, a capture's steps are replayed up to this many operations (its middle steps; the savings are
+#: scaled to all its steps): a replay runs about a million operations a second, and each finding replays once.
+MAX_ANALYSIS_OPS = 1_000_000
+#: Idle causes whose fix removes the host's work in the gap (the GPU waited for the host to do something else).
+HOST_WORK_CAUSES = ("host", "allocation", "unknown", "host-copy", "launch", "jit", "startup")
+
+
+@dataclass
+class StepModel:
+    """The graph of some captures' steps: per capture, its steps on the graph's clock and where they came from."""
+
+    graph: StepGraph
+    steps: dict[int, list[tuple[int, int]]]
+    sources: dict[int, str]
+    base: tuple[np.ndarray, np.ndarray] = field(default=None)  # the unchanged replay (= the recorded times)
+    kept: dict[int, tuple[int, int]] = field(default_factory=dict)  # capture -> (steps in the graph, steps found)
+
+    def durations(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, list[float]]:
+        """Each capture's step durations under ``times`` (the recorded ones when None), ns."""
+        times = times if times is not None else self.base
+        return {cid: map_steps(self.graph, cid, spans, times) for cid, spans in self.steps.items()}
+
+
+def capture_steps(con: duckdb.DuckDBPyConnection, capture_id: int) -> tuple[list[tuple[int, int]], str] | None:
+    """The steps of a capture: its steady iterations, else its ``ProfilerStep#N`` ranges; None without either."""
+    found = find_iterations(con, capture_id)
+    if found is not None:
+        return list(found.spans[found.warmup:]), found.source
+    rows = sql_params.execute(con, """
+        select start_ns, end_ns from nvtx_ranges
+        where capture_id = $cid and regexp_matches(text, '^ProfilerStep#[0-9]+$') and end_ns > start_ns
+        order by start_ns""", {"cid": capture_id}).fetchall()
+    if rows:
+        return [(int(s), int(e)) for s, e in rows], "NVTX range 'ProfilerStep#N'"
+    return None
+
+
+def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
+               max_ops: int | None = None) -> StepModel | None:
+    """The step graph of those of ``capture_ids`` that have steps, one graph for all (ranks of a job meet at their
+    collectives); None when none has steps. ``max_ops``: a capture whose steps hold more GPU operations and CUDA
+    calls than this keeps only that many operations' worth of its middle steps (``StepModel.kept``)."""
+    found = {int(c): capture_steps(con, int(c)) for c in capture_ids}
+    found = {c: v for c, v in found.items() if v}
+    if not found:
+        return None
+    kept = {c: (len(v[0]), len(v[0])) for c, v in found.items()}
+    if max_ops:
+        for c, (spans, source) in list(found.items()):
+            ops = _op_count(con, c, spans[0][0], spans[-1][1])
+            if ops > max_ops:
+                keep = max(1, len(spans) * max_ops // ops)
+                first = (len(spans) - keep) // 2
+                found[c] = (spans[first:first + keep], source)
+                kept[c] = (keep, len(spans))
+    spans = {c: (v[0][0][0], v[0][-1][1]) for c, v in found.items()}
+    graph = build_graph(con, list(found), spans)
+    steps = {c: [(graph.clock(c, s), graph.clock(c, e)) for s, e in v[0]] for c, v in found.items()}
+    model = StepModel(graph, steps, {c: v[1] for c, v in found.items()})
+    model.kept = kept
+    model.base = replay(graph)
+    return model
+
+
+def _op_count(con, capture_id: int, lo: int, hi: int) -> int:
+    return int(sql_params.execute(con, """
+        select (select count(*) from kernel_rows where capture_id = $c and start_ns between $lo and $hi)
+             + (select count(*) from api_calls where capture_id = $c and start_ns between $lo and $hi)""",
+                                  {"c": capture_id, "lo": lo, "hi": hi}).fetchone()[0])
+
+
+def kernel_ops(graph: StepGraph, name: str) -> np.ndarray:
+    """Kernels named ``name`` exactly, else those whose name contains it (a boolean mask over the ops)."""
+    kernels = graph.ops["kind"].to_numpy() == KERNEL
+    names = graph.ops["name"].fillna("")
+    exact = kernels & (names == name).to_numpy()
+    if exact.any():
+        return exact
+    return kernels & names.str.contains(name, regex=False).to_numpy()
+
+
+def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel: str, speedup: float,
+           names: dict[int, str] | None = None) -> dict[str, Any]:
+    """The steps of ``capture_ids`` with the kernels named ``kernel`` ``speedup`` times faster, replayed: each
+    capture's median step before and after, the critical path of its median step; ValueError when nothing
+    matches."""
+    if not speedup > 0:
+        raise ValueError(f"speedup must be above 0, got {speedup}")
+    model = step_model(con, capture_ids)
+    if model is None:
+        raise ValueError("no steps found: the capture has no repeating iterations and no ProfilerStep#N ranges")
+    mask = kernel_ops(model.graph, kernel)
+    if not mask.any():
+        raise ValueError(f"no kernel named {kernel!r} (or containing it) within the capture's steps")
+    scale = np.where(mask, 1.0 / speedup, 1.0)
+    after = replay(model.graph, own_scale=scale)
+    before_d, after_d = model.durations(), model.durations(after)
+    captures = []
+    for cid in sorted(model.steps):
+        b, a = before_d[cid], after_d[cid]
+        median_k = int(np.argsort(b, kind="stable")[len(b) // 2]) if b else 0
+        s, e = model.steps[cid][median_k]
+        path = critical_path(model.graph, s, e, cid, model.base)
+        captures.append({
+            "capture_id": cid, "source_name": (names or {}).get(cid), "steps": len(b),
+            "step_source": model.sources[cid],
+            "median_iteration_ns": _quantile(sorted(int(round(x)) for x in b), 0.5),
+            "predicted_median_iteration_ns": _quantile(sorted(int(round(x)) for x in a), 0.5),
+            "iterations_ns": [int(round(x)) for x in b],
+            "predicted_iterations_ns": [int(round(x)) for x in a],
+            "saving_ns": int(round(sum(b) - sum(a))),
+            "critical_path": {"step": median_k, **path_summary(model.graph, path)},
+        })
+    chosen = model.graph.ops.loc[mask, "name"]
+    # a job's step runs at its slowest rank's pace
+    top = max(captures, key=lambda c: c["median_iteration_ns"])
+    return {"change": {"kernel": kernel, "speedup": speedup, "kernel_names": sorted(chosen.unique().tolist()),
+                       "launches": int(mask.sum())},
+            "median_iteration_ns": top["median_iteration_ns"],
+            "predicted_median_iteration_ns": top["predicted_median_iteration_ns"],
+            "captures": captures}
+
+
+def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], findings: list[Finding]) -> dict:
+    """Set ``saving_ns`` on each finding whose fix the replay can model (kernel-time and idle-time findings) in a
+    capture with steps; the others keep None. Returns the report's ``summary.savings``: the captures replayed,
+    their steps, and the findings given a saving."""
+    model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS)
+    if model is None:
+        return {"captures": [], "steps": 0, "findings": 0}
+    before = model.durations()
+    given = 0
+    for f in findings:
+        if f.capture_id not in model.steps or f.impact_ns <= 0:
+            continue
+        change = _fix_of(con, model, f)
+        if change is None:
+            continue
+        after = model.durations(replay(model.graph, **change))
+        saved = 0.0
+        for cid, durations in before.items():
+            kept, total = model.kept.get(cid, (1, 1))
+            saved += (sum(durations) - sum(after[cid])) * total / kept  # the middle steps stand for all
+        f.saving_ns = max(int(round(saved)), 0)
+        given += 1
+    return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
+            "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given}
+
+
+def _fix_of(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
+    part = f.internal.get("part", "kernel")
+    g = model.graph
+    on_device = (g.ops["capture_id"].to_numpy() == f.capture_id)
+    if f.device_id is not None:
+        on_device &= (g.ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id)
+    if part == "kernel":
+        return _kernel_fix(con, model, f, on_device)
+    if part == "idle":
+        return _idle_fix(con, model, f)
+    return None
+
+
+def _kernel_fix(con, model: StepModel, f: Finding, on_device: np.ndarray) -> dict[str, Any] | None:
+    """The finding's kernels shortened by the share of their time it claims."""
+    g = model.graph
+    claims = [(s, ns) for s, ns in (f.internal.get("claims") or []) if s is not None and ns > 0]
+    if not claims:
+        return None
+    settle = f.impact_ns / f.claimed_ns if f.claimed_ns > 0 else 1.0
+    times = _kernel_time(con, f.capture_id, f.device_id)
+    scale = np.ones(len(g))
+    names = g.ops["name"].fillna("")
+    short = names.map(_short_name)
+    for subject, ns in claims:
+        total = times.get(subject, 0)
+        if total <= 0:
+            continue
+        share = min(ns * settle / total, 1.0)
+        mask = on_device & (g.ops["kind"].to_numpy() == KERNEL) & ((names == subject) | (short == subject)).to_numpy()
+        scale[mask] *= 1.0 - share
+    return {"own_scale": scale} if (scale < 1).any() else None
+
+
+def _short_name(name: str) -> str:
+    base = re.sub(r"\(.*$", "", name)
+    base = re.sub(r"<.*$", "", base)
+    return base.split("::")[-1].split(" ")[-1]
+
+
+def _kernel_time(con, capture_id: int, device_id) -> dict[str, float]:
+    rows = sql_params.execute(con, """
+        select name, short_name, sum(duration_ns) from kernels
+        where capture_id = $cid and ($dev is null or device_id = $dev) group by all""",
+                              {"cid": capture_id, "dev": device_id}).fetchall()
+    out: dict[str, float] = {}
+    for name, short, ns in rows:
+        for key in {name, short} - {None}:
+            out[key] = out.get(key, 0.0) + float(ns or 0)
+    return out
+
+
+def _idle_fix(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
+    """The gaps of the finding's causes closed: the host's work within them removed (the part of each stretch of
+    host work between two calls that lies in a gap; an allocation's or a staged copy's call itself), and a
+    synchronization whose return opened a sync gap no longer waiting."""
+    causes = list(f.internal.get("causes") or ())
+    if not causes or f.device_id is None:
+        return None
+    g = model.graph
+    offset = g.clock(f.capture_id, 0)
+    gaps = sql_params.execute(con, """
+        select start_ns, end_ns, cause from gpu_idle_gaps
+        where capture_id = $cid and device_id = $dev and cause in (select unnest($causes::varchar[]))
+          and position = 'between' order by start_ns""",
+                              {"cid": f.capture_id, "dev": f.device_id, "causes": causes}).fetchall()
+    # the finding's own gaps: a rule claims the longest of its causes (gpu-idle-gap those of 1 ms or more), so the
+    # longest ones until they hold its impact
+    gaps.sort(key=lambda r: r[0] - r[1])
+    lengths = np.cumsum([e - s for s, e, _c in gaps])
+    gaps = sorted(gap for gap, total in zip(gaps, lengths) if total - (gap[1] - gap[0]) < f.impact_ns)
+    if not gaps:
+        return None
+    lo = np.array([s + offset for s, _e, _c in gaps], np.int64)
+    hi = np.array([e + offset for _s, e, _c in gaps], np.int64)
+    is_sync = np.array([c == "sync" for _s, _e, c in gaps])
+    removes_call = np.array([c in ("allocation", "host-copy") for _s, _e, c in gaps])
+    ops = g.ops
+    kind, cids = ops["kind"].to_numpy(), ops["capture_id"].to_numpy()
+    devices = ops["device_id"].to_numpy(dtype=float, na_value=np.nan)
+    pids = set(ops.loc[(cids == f.capture_id) & (devices == f.device_id), "pid"].dropna().tolist())
+    host = (kind == HOST) & (cids == f.capture_id) & ops["pid"].isin(pids).to_numpy()
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    # the host work before each call: [start - lag, start); its overlap with the gap holding the call's start
+    work_lo = starts - np.where(g.from_start[:, 0], 0, np.maximum(g.lag[:, 0], 0))
+    k = np.maximum(np.searchsorted(lo, starts, "right") - 1, 0)
+    in_gap = host & (starts > lo[k]) & (starts <= hi[k]) & ~is_sync[k] & (g.pred[:, 0] >= 0)
+    cut = np.where(in_gap, starts - np.maximum(work_lo, lo[k]), 0).clip(min=0)
+    lag_scale = np.ones(len(g))
+    has_lag = g.lag[:, 0] > 0
+    lag_scale[has_lag] = 1.0 - cut[has_lag] / g.lag[has_lag, 0]
+    own_scale = np.where(host & (starts >= lo[k]) & (ends <= hi[k]) & removes_call[k] & (g.wait_pred < 0), 0.0, 1.0)
+    # a blocking call whose return opened a sync gap: it no longer waits
+    ke = np.maximum(np.searchsorted(lo, ends, "right") - 1, 0)
+    at_gap = host & (ends >= lo[ke]) & (ends <= hi[ke]) & is_sync[ke] & (g.wait_pred >= 0)
+    if not (lag_scale < 1).any() and not at_gap.any() and not (own_scale < 1).any():
+        return None
+    return {"host_lag_scale": lag_scale, "drop_wait": at_gap, "own_scale": own_scale}

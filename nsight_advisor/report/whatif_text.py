@@ -1,0 +1,36 @@
+"""The ``whatif`` command's answer as text: the step before and after, per capture, and what its critical path
+holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nsight_advisor.common.text import printable
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def render_whatif(answer: dict[str, Any]) -> str:
+    """Lines for a terminal (every capture string made printable)."""
+    change = answer["change"]
+    names = change["kernel_names"]
+    shown = "; ".join(printable(n[:80]) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    before, after = answer["median_iteration_ns"], answer["predicted_median_iteration_ns"]
+    lines = [f"what if {change['launches']} launches of {shown} ran {change['speedup']:g}x faster",
+             f"median step: {_ms(before)} -> {_ms(after)} predicted "
+             f"({_pct(before - after, before)} shorter)"]
+    for cap in answer["captures"]:
+        name = printable(cap.get("source_name") or f"capture {cap['capture_id']}")
+        lines.append(f"  {name}: {cap['steps']} steps ({printable(cap['step_source'])}), median "
+                     f"{_ms(cap['median_iteration_ns'])} -> {_ms(cap['predicted_median_iteration_ns'])}; "
+                     f"all steps {_ms(cap['saving_ns'])} shorter")
+        path = cap["critical_path"]
+        parts = ", ".join(f"{printable(k)} {_pct(v, path['length_ns'])}" for k, v in list(path["by_kind_ns"].items())[:5])
+        lines.append(f"    critical path of its median step ({_ms(path['length_ns'])}): {parts}")
+    return "\n".join(lines)
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "0%"

@@ -1,0 +1,228 @@
+"""The step graph, its replay, critical path and what-if (analysis/step_graph.py, critical_path.py, whatif.py).
+
+Synthetic stores whose answers are known by construction (times in µs, written as ``us(...)``), then the real
+traces: the DLRM ranks' critical paths tile their steps; a kernel stretched 1.3x with
+../shared/tools/stretch_nsys.py and the what-if "that kernel 1.3x faster" gives back the original's step time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nsight_advisor.analysis.critical_path import critical_path, map_steps, replay, slack
+from nsight_advisor.analysis.step_graph import build_graph
+from nsight_advisor.engine.whatif import kernel_ops
+from nsight_advisor.store.database import insert_kernels
+
+TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
+STRETCH = TRACES.parent / "tools" / "stretch_nsys.py"
+US = 1000
+
+
+def us(x: float) -> int:
+    return int(x * US)
+
+
+def _call(con, cid, corr, name, start, end, tid=11):
+    con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
+                "end_ns, duration_ns) values (?, 1, ?, ?, ?, ?, 'runtime', ?, ?, ?)",
+                [cid, tid, corr, name, name, us(start), us(end), us(end) - us(start)])
+
+
+def _kernel(con, cid, corr, name, stream, start, end):
+    insert_kernels(con, [{"capture_id": cid, "device_id": 0, "stream_id": stream, "pid": 1, "correlation_id": corr,
+                          "start_ns": us(start), "end_ns": us(end), "duration_ns": us(end) - us(start),
+                          "name": name, "short_name": name}])
+
+
+def _step_saving(con, ids, kernel: str, speedup: float, only_capture=None) -> dict[int, float]:
+    """Per capture: the step (first op start to last op end) before less after the kernel is made faster."""
+    g = build_graph(con, ids)
+    base = replay(g)
+    assert np.array_equal(base[0], g.ops["start_ns"].to_numpy()), "an unchanged replay gives back the recorded starts"
+    assert np.array_equal(base[1], g.ops["end_ns"].to_numpy()), "... and the recorded ends"
+    mask = kernel_ops(g, kernel)
+    if only_capture is not None:
+        mask &= g.ops["capture_id"].to_numpy() == only_capture
+    assert mask.any()
+    after = replay(g, own_scale=np.where(mask, 1 / speedup, 1.0))
+    out = {}
+    for cid in ids:
+        mine = g.ops["capture_id"].to_numpy() == cid
+        span = [(int(g.ops["start_ns"][mine].min()), int(g.ops["end_ns"][mine].max()))]
+        out[cid] = map_steps(g, cid, span, base)[0] - map_steps(g, cid, span, after)[0]
+    return out
+
+
+def test_overlapped_kernel_saves_nothing(memory_store):
+    # host: launch A, launch B, then cudaDeviceSynchronize until both streams are done (A ends last, at 1000)
+    con = memory_store
+    _call(con, 1, 1, "cudaLaunchKernel", 0, 5)
+    _call(con, 1, 2, "cudaLaunchKernel", 5, 10)
+    _call(con, 1, 3, "cudaDeviceSynchronize", 12, 1005)
+    _kernel(con, 1, 1, "long_a", 7, 10, 1000)      # 990 µs on stream 7
+    _kernel(con, 1, 2, "short_b", 8, 15, 515)      # 500 µs on stream 8, wholly under A
+    saving = _step_saving(con, [1], "short_b", 2.0)
+    assert saving[1] == 0  # B is off the critical path: halving it saves nothing
+    # halving A (990 -> 495 µs, ending at 505) leaves the step waiting for B (ends at 515): 1000 - 515 = 485 µs
+    assert _step_saving(con, [1], "long_a", 2.0)[1] == us(485)
+
+
+def test_serial_chain_saves_the_time_removed(memory_store):
+    # three kernels queued back to back on one stream, the host ahead of them, one sync at the end
+    con = memory_store
+    for k in range(3):
+        _call(con, 1, k + 1, "cudaLaunchKernel", 5 * k, 5 * k + 4)
+    _call(con, 1, 9, "cudaStreamSynchronize", 16, 415)
+    _kernel(con, 1, 1, "k1", 7, 10, 110)
+    _kernel(con, 1, 2, "k2", 7, 111, 311)
+    _kernel(con, 1, 3, "k3", 7, 312, 410)
+    assert _step_saving(con, [1], "k2", 2.0)[1] == us(100)  # 200 µs -> 100 µs: the step is 100 µs shorter
+    g = build_graph(con, [1])
+    path = critical_path(g, 0, us(415), 1)
+    assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(415)  # the path tiles the step
+    on_path = {g.ops["name"].iat[s["op"]] for s in path if s["what"] == "kernel"}
+    assert on_path == {"k1", "k2", "k3"}
+    assert slack(g)[kernel_ops(g, "k2")].max() == 0
+
+
+def _rank(con, cid, rank, compute_end):
+    """One rank: a compute kernel, then an all-reduce on the NCCL stream that waits for it (an event wait), then a
+    sync. The all-reduce transfers for 100 µs after the last rank arrives at 510 µs."""
+    con.execute("insert into capture_distributed (capture_id, rank, world_size, backend) values (?, ?, 2, 'nccl')",
+                [cid, rank])
+    _call(con, cid, 1, "cudaLaunchKernel", 0, 5)
+    _call(con, cid, 2, "cudaLaunchKernel", 6, 8)
+    _call(con, cid, 3, "cudaStreamSynchronize", 9, 617)
+    _kernel(con, cid, 1, "gemm", 7, 10, compute_end)
+    _kernel(con, cid, 2, "ncclDevKernel_AllReduce_Sum_f32", 20, compute_end + 2, 612)
+
+
+def test_late_rank_gates_the_collective_saving_on_both(memory_store):
+    con = memory_store
+    _rank(con, 1, 0, 110)   # rank 0 arrives at 112 µs and waits 400 µs
+    _rank(con, 2, 1, 510)   # rank 1 computes 500 µs and arrives last, at 512 µs
+    saving = _step_saving(con, [1, 2], "gemm", 2.0, only_capture=2)
+    # rank 1's gemm 500 -> 250 µs: it arrives 250 µs earlier, and both ranks' all-reduce ends 250 µs earlier
+    assert saving == {1: us(250), 2: us(250)}
+    # rank 0's own gemm gates nothing: rank 0 waits for rank 1 anyway
+    assert _step_saving(con, [1, 2], "gemm", 2.0, only_capture=1) == {1: 0, 2: 0}
+    g = build_graph(con, [1, 2])
+    path = critical_path(g, 0, us(617), 1)
+    ranks = {int(g.ops["capture_id"].iat[s["op"]]) for s in path if s["op"] is not None}
+    assert ranks == {1, 2}  # rank 0's path runs through rank 1's gemm
+    assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(617)
+
+
+def _need_traces():
+    if not TRACES.exists():
+        pytest.skip(f"real traces not present at {TRACES}")
+
+
+def test_dlrm_critical_path_tiles_each_rank_step():
+    _need_traces()
+    from nsight_advisor import workflow
+    from nsight_advisor.analysis.critical_path import path_summary
+    from nsight_advisor.engine.whatif import step_model
+
+    ranks = sorted((TRACES / "kineto" / "dlrm_8rank").glob("*.pt.trace.json.gz"))
+    con, ids = workflow.load(ranks)
+    try:
+        model = step_model(con, ids)
+    finally:
+        con.close()
+    g = model.graph
+    assert np.array_equal(model.base[1], g.ops["end_ns"].to_numpy())
+    assert sorted(model.steps) == sorted(ids)
+    crossing = 0
+    for cid, spans in model.steps.items():
+        assert len(spans) == 1  # one ProfilerStep per rank
+        (s, e), = spans
+        path = critical_path(g, s, e, cid, model.base)
+        assert path_summary(g, path)["length_ns"] == e - s
+        assert all(a["end_ns"] == b["start_ns"] for a, b in zip(path, path[1:]))  # contiguous
+        crossing += len({int(g.ops["capture_id"].iat[x["op"]]) for x in path if x["op"] is not None}) > 1
+    assert crossing >= 1  # ranks waiting at a collective: their paths run into the last rank's
+
+
+@pytest.mark.skipif(not STRETCH.exists(), reason=f"{STRETCH} absent")
+def test_whatif_on_a_stretched_capture_predicts_the_original(tmp_path):
+    _need_traces()
+    from nsight_advisor import api
+
+    source = TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"
+    stretched = tmp_path / "pipit_stretched.sqlite"
+    subprocess.run([sys.executable, str(STRETCH), str(source), str(stretched), "--kernel", "par_reduce_kernel",
+                    "--factor", "1.3"], check=True, capture_output=True)
+    original = api.whatif(source, kernel="par_reduce_kernel", speedup=1.0, store=tmp_path / "a.duckdb")
+    answer = api.whatif(stretched, kernel="par_reduce_kernel", speedup=1.3, store=tmp_path / "b.duckdb")
+    assert original["predicted_median_iteration_ns"] == original["median_iteration_ns"]
+    assert answer["median_iteration_ns"] > original["median_iteration_ns"]  # the stretch made the step longer
+    error = abs(answer["predicted_median_iteration_ns"] - original["median_iteration_ns"])
+    assert error <= 0.05 * original["median_iteration_ns"]
+
+
+def test_a_capped_model_replays_its_middle_steps():
+    _need_traces()
+    from nsight_advisor import workflow
+    from nsight_advisor.engine.whatif import step_model
+
+    con, ids = workflow.load([TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"])
+    try:
+        full = step_model(con, ids)
+        capped = step_model(con, ids, max_ops=1500)
+    finally:
+        con.close()
+    kept, total = capped.kept[ids[0]]
+    assert total == len(full.steps[ids[0]]) == 10 and 1 <= kept < total
+    assert len(capped.graph) < len(full.graph)
+    assert np.array_equal(capped.base[1], capped.graph.ops["end_ns"].to_numpy())
+    # the middle steps kept are the same steps, with the same durations
+    middle = (total - kept) // 2
+    assert capped.durations()[ids[0]] == full.durations()[ids[0]][middle:middle + kept]
+
+
+def test_whatif_cli_json_and_bad_input(tmp_path):
+    _need_traces()
+    import json
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")}
+    capture = str(TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "nsight_advisor", "whatif", capture, *args], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    done = cli("--kernel", "par_ranged2d_kernel", "--speedup", "2", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["median_iteration_ns"] == 32_469_417  # the capture's own (captures[].iterations.median_ns)
+    # par_ranged2d_kernel runs 87% of the time on a path that waits for every kernel: halved, a step loses ~40%
+    assert 0.5 * answer["median_iteration_ns"] < answer["predicted_median_iteration_ns"] < answer["median_iteration_ns"]
+    path = answer["captures"][0]["critical_path"]
+    assert path["by_kind_ns"]["kernel"] > 0.8 * path["length_ns"]
+    text = cli("--kernel", "par_ranged2d_kernel", "--speedup", "2")
+    assert text.returncode == 0 and "predicted" in text.stdout
+    for args, said in ((("--kernel", "no_such_kernel", "--speedup", "2"), "no kernel named"),
+                       (("--kernel", "par", "--speedup", "0"), "speedup")):
+        bad = cli(*args)
+        assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_reports_show_saving_beside_impact():
+    from nsight_advisor.report import render
+    from report_samples import hostile_result
+
+    result = hostile_result()
+    result.findings[0].saving_ns = 250_000
+    html, md, data = render(result, "html"), render(result, "md"), result.to_dict()
+    assert "saves 250 µs" in html and ">saving</th>" in html
+    assert "**250 µs** shorter" in md
+    assert data["findings"][0]["saving_ns"] == 250_000 and "saving_ns" not in data["findings"][1]
