@@ -152,6 +152,19 @@ def test_the_root_is_small():
     assert SUBPACKAGES <= packages, SUBPACKAGES - packages
 
 
+def test_every_package_is_installed():
+    """Every package of the source tree is in pyproject.toml's ``packages`` (a package left out installs as
+    nothing, and only the installed CLI would notice)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {_module(p.parent / "__init__.py") for p in PACKAGE.rglob("__init__.py")}
+    assert packages <= listed, sorted(packages - listed)
+
+
 def test_no_module_over_500_lines():
     """No Python module of the package or the tools is longer than 500 lines: split it by what it does."""
     long = {str(p.relative_to(REPO)): n for p in [*PACKAGE.rglob("*.py"), *(REPO / "tools").rglob("*.py")]
