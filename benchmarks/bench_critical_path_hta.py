@@ -110,7 +110,6 @@ def ours(trace: Path) -> dict:
         seconds = time.time() - started
         g = model.graph
         ops = g.ops
-        kinds = {0: "CUDA call"}
         kernels = ops[ops["kind"] == 1]
         # the graph's clock back to the trace's (ns since its base; kineto's ts are µs)
         base = g.t0 - g.offsets.get(cid, 0)
@@ -128,7 +127,6 @@ def ours(trace: Path) -> dict:
             else:  # CUDA call, host work, a wait for the GPU seen from the host, before any recorded op
                 label = "cpu"
             stretches.append(((seg["start_ns"] + base) / 1e3, (seg["end_ns"] + base) / 1e3, label))
-        del kinds
         return {"seconds": seconds, "stretches": stretches, "step": [(s + base) / 1e3, (e + base) / 1e3],
                 "kernels": [[int(c), (t + base) / 1e3] for c, t in zip(kernels["correlation_id"], kernels["start_ns"])
                             if c == c]}

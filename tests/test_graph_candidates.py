@@ -166,3 +166,19 @@ def test_dlrm_ranks_have_graph_candidates(tmp_path):
     # every rank has candidates, and launched as graphs together they save 3 to 5 ms of each rank's step
     assert len(answer["all_saving_ns"]) == 8
     assert all(2_000_000 < v < 6_000_000 for v in answer["all_saving_ns"].values())
+
+
+def test_reports_show_candidates_and_escape_their_names():
+    from nsight_advisor.report import render
+    from report_samples import hostile_result
+
+    result = hostile_result()
+    evil = "<script>alert(1)</script>|`x`"
+    result.summary["graph_candidates"] = {
+        "found": 1, "all_saving_ns": {"1": 150_000}, "params": {"short_kernel_ns": 50_000, "min_kernels": 3},
+        "candidates": [{"streams": [{"capture_id": 1, "device_id": 0, "stream_id": 7}], "kernels": [evil] * 5,
+                        "kernel_count": 5, "runs": 3, "steps": 3, "run_kernel_ns": 30_000, "run_gap_ns": 60_000,
+                        "saving_ns": 150_000, "saving_per_step_ns": 50_000}]}
+    html, md = render(result, "html"), render(result, "md")
+    assert 'id="graph-candidates"' in html and "<script>alert" not in html and "150 µs" in html
+    assert "CUDA-graph candidates" in md and "<script>" not in md and "… 1 more (5)" in md
