@@ -182,3 +182,31 @@ def test_reports_show_candidates_and_escape_their_names():
     html, md = render(result, "html"), render(result, "md")
     assert 'id="graph-candidates"' in html and "<script>alert" not in html and "150 µs" in html
     assert "CUDA-graph candidates" in md and "<script>" not in md and "… 1 more (5)" in md
+
+
+def test_a_mostly_launch_bound_capture_closes_gaps_to_the_queued_lag(memory_store):
+    # Two steps of big, x and then 30 kernels each launched 20 µs apart (10 µs kernels, 10 µs idle before each):
+    # so many launch-bound gaps that the capture's typical (5% quantile) stream lag is 7 µs, not the 1 µs by which
+    # x follows big when queued in time. As one graph, the 30 kernels follow each other 1 µs apart: each step
+    # saves 7 + 29 * 10 - 30 * 1 = 267 µs.
+    from nsight_advisor.analysis.kernel_sequences import back_to_back_ns
+
+    con, per, corr = memory_store, 30, 0
+    length = 40 + 20 * per + 100
+    for i in range(2):
+        b = length * i
+        kernels = [("big", b, b + 2, b + 5, b + 35), ("x", b + 2, b + 4, b + 36, b + 38)]
+        kernels += [(f"k{j}", b + 40 + 20 * j, b + 45 + 20 * j, b + 45 + 20 * j, b + 55 + 20 * j) for j in range(per)]
+        for name, c_lo, c_hi, k_lo, k_hi in kernels:
+            corr += 1
+            _call(con, 1, corr, "cudaLaunchKernel", c_lo, c_hi)
+            _kernel(con, 1, corr, name, 7, k_lo, k_hi)
+        corr += 1
+        last = b + 55 + 20 * (per - 1)
+        _call(con, 1, corr, "cudaDeviceSynchronize", last - 5, last + 5)
+    g = build_graph(con, [1])
+    assert g.typical["stream"] > us(1) and back_to_back_ns(g) == us(1)
+    steps = {1: [(0, us(length)), (us(length), us(2 * length))]}
+    (cand,) = graph_candidates(g, steps, replay(g), {})["candidates"]
+    assert cand["kernel_count"] == per + 1  # x and the 30
+    assert cand["saving_per_step_ns"] == us(7 + 29 * 10 - 30)

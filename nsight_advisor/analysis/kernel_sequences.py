@@ -9,8 +9,8 @@ empty: the kernel waited for the host). A run of at least
 its capture (a capture of one step: each of its runs).
 
 **The saving** (replayed, analysis/critical_path.py): the run as one graph launch. Its first kernel keeps its
-launch; the others wait only for that launch (the typical launch latency) and their stream (the typical stream
-lag), and the host no longer makes their launch calls nor does its work between them (a captured graph replays
+launch; the others wait only for that launch (the typical launch latency) and their stream (the lag of a kernel
+queued in time, :func:`back_to_back_ns`), and the host no longer makes their launch calls nor does its work between them (a captured graph replays
 without the framework's code between its kernels). The steps' durations before less after, scaled to all steps
 where only the middle ones were replayed. A graph launch costs somewhat more than one kernel launch; that cost is
 not modeled, so the saving is an upper bound of the same kind as Daydream's (docs/impact.md).
@@ -71,10 +71,7 @@ def find_sequences(g: StepGraph, steps: dict[int, list[tuple[int, int]]]) -> lis
     streams = ops["stream_id"].fillna(-1).to_numpy(np.int64)
     by_names: dict[tuple[str, ...], Sequence] = {}
     for cid, spans in sorted(steps.items()):
-        mine = np.flatnonzero(kernel & (cids == cid))
-        mine = mine[np.lexsort((starts[mine], streams[mine], devices[mine]))]
-        per_step = [_runs(g, mine[(starts[mine] >= s) & (starts[mine] < e)], starts, ends, names, devices, streams)
-                    for s, e in spans]
+        per_step = _runs(g, np.flatnonzero(kernel & (cids == cid)), spans, starts, ends, names, devices, streams)
         if not per_step:
             continue
         for key in sorted(set(per_step[0]).intersection(*per_step[1:])):
@@ -90,43 +87,61 @@ def find_sequences(g: StepGraph, steps: dict[int, list[tuple[int, int]]]) -> lis
     return found
 
 
-def _runs(g: StepGraph, inside: np.ndarray, starts, ends, names, devices, streams) -> dict[tuple, list]:
-    """One step's runs: {(device, stream, names): [(ops, launch-bound gap ns)]}."""
-    out: dict[tuple, list] = {}
-    run: list[int] = []
-    gap = 0.0
-
-    def close() -> None:
-        if len(run) >= MIN_KERNELS:
-            key = (int(devices[run[0]]), int(streams[run[0]]), tuple(str(names[k]) for k in run))
-            out.setdefault(key, []).append((list(run), gap))
-
-    prev, launch_lag = -1, g.typical.get("launch", 0)
-    for k in inside.tolist():
-        short = ends[k] - starts[k] <= SHORT_KERNEL_NS
-        same_stream = prev >= 0 and devices[prev] == devices[k] and streams[prev] == streams[k]
-        idle = starts[k] - ends[prev] if same_stream else 0
-        call = g.pred[k, 1]
-        # launch-bound: the stream went idle, and the launch call began no earlier than the typical launch latency
-        # before the stream's previous kernel ended (the queue was empty when it was made)
-        bound = (same_stream and g.pred[k, 2] == prev and idle >= MIN_LAUNCH_GAP_NS and call >= 0
-                 and starts[call] + launch_lag >= ends[prev])
-        if short and bound and run:
-            run.append(k)
-            gap += float(idle)
-        else:
-            close()
-            run, gap = ([k], 0.0) if short else ([], 0.0)
-        prev = k
-    close()
+def _runs(g: StepGraph, mine: np.ndarray, spans, starts, ends, names, devices, streams) -> list[dict[tuple, list]]:
+    """Each step's runs of one capture's kernels ``mine``: [{(device, stream, names): [(ops, launch-bound gap)]}]."""
+    out: list[dict[tuple, list]] = [{} for _ in spans]
+    if not len(mine) or not spans:
+        return out
+    lo = np.array([s for s, _e in spans], np.int64)
+    hi = np.array([e for _s, e in spans], np.int64)
+    step = np.searchsorted(lo, starts[mine], "right") - 1
+    inside = (step >= 0) & (starts[mine] < hi[np.maximum(step, 0)])
+    k, step = mine[inside], step[inside]
+    order = np.lexsort((starts[k], streams[k], devices[k], step))
+    k, step = k[order], step[order]
+    prev = np.r_[-1, k[:-1]]
+    has_prev = np.r_[False, (step[1:] == step[:-1]) & (devices[k[1:]] == devices[k[:-1]])
+                     & (streams[k[1:]] == streams[k[:-1]])]
+    p = np.maximum(prev, 0)
+    short = ends[k] - starts[k] <= SHORT_KERNEL_NS
+    idle = np.where(has_prev, starts[k] - ends[p], 0)
+    call = g.pred[k, 1]
+    # launch-bound: the stream went idle (after the kernel just before it on the stream, nothing between), and the
+    # launch call began no earlier than the typical launch latency before that kernel ended (the queue was empty)
+    bound = (has_prev & (g.pred[k, 2] == prev) & (idle >= MIN_LAUNCH_GAP_NS) & (call >= 0)
+             & (starts[np.maximum(call, 0)] + g.typical.get("launch", 0) >= ends[p]))
+    joins = short & bound & np.r_[False, short[:-1]]
+    run_id = np.cumsum(short & ~joins)
+    members = np.flatnonzero(short)
+    cuts = np.flatnonzero(np.diff(run_id[members])) + 1
+    for group in np.split(members, cuts):
+        if len(group) < MIN_KERNELS:
+            continue
+        ops_ = k[group].tolist()
+        key = (int(devices[ops_[0]]), int(streams[ops_[0]]), tuple(str(names[o]) for o in ops_))
+        out[int(step[group[0]])].setdefault(key, []).append((ops_, float(idle[group[1:]].sum())))
     return out
+
+
+def back_to_back_ns(g: StepGraph) -> int:
+    """The lag between two kernels of a stream when the second was queued in time: the median stream lag of the
+    kernels whose launch call ended before the kernel ahead of them did (the capture's typical stream lag when
+    none was queued). A graph's kernels follow each other so."""
+    k = np.flatnonzero((g.pred[:, 1] >= 0) & (g.pred[:, 2] >= 0) & (g.kinds == KERNEL))
+    if not len(k):
+        return g.typical.get("stream", 0)
+    ends = g.ops["end_ns"].to_numpy(np.int64)
+    queued = k[ends[g.pred[k, 1]] < ends[g.pred[k, 2]]]
+    lags = g.lag[queued, 2]
+    lags = lags[lags >= 0]
+    return int(np.median(lags)) if len(lags) else g.typical.get("stream", 0)
 
 
 def as_one_launch(g: StepGraph, runs: list[list[int]]) -> tuple[StepGraph, dict[str, np.ndarray]]:
     """The graph with each run launched as one graph (see the module docstring), and the replay's scales."""
     pred, lag = g.pred.copy(), g.lag.copy()
     own_scale, host_lag_scale = np.ones(len(g)), np.ones(len(g))
-    launch_lag, stream_lag = g.typical.get("launch", 0), g.typical.get("stream", 0)
+    launch_lag, stream_lag = g.typical.get("launch", 0), back_to_back_ns(g)
     for run in runs:
         first_call = int(g.pred[run[0], 1])
         if first_call < 0:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nsight_advisor.analysis.critical_path import critical_path
+from nsight_advisor.analysis.critical_path import critical_path, last_ops
 from nsight_advisor.analysis.step_graph import KIND_NAMES, StepGraph
 
 #: Segment labels (analysis/critical_path.py) of an operation's own time, of the host's work before a call and of
@@ -60,8 +60,9 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
     capture, op, what, length = [], [], [], []
     total: dict[int, float] = {}
     for cid, spans in steps.items():
-        for s, e in spans:
-            for seg in critical_path(graph, s, e, cid, base):
+        lasts = last_ops(graph, cid, [e for _s, e in spans], base[1])
+        for (s, e), last in zip(spans, lasts):
+            for seg in critical_path(graph, s, e, cid, base, last=last):
                 capture.append(cid)
                 op.append(-1 if seg["op"] is None else seg["op"])
                 label = seg["what"]
