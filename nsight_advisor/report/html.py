@@ -182,7 +182,9 @@ def _render(result: Any, limits: Limits) -> str:
     if total:
         top = r["findings"][0]
         headline = f"{total} finding{'s' if total != 1 else ''}"
-        if top["impact"]:
+        if r["ranking"] and top["saving"]:  # ranked by what the fixes save: the first saves the most
+            headline += f"; first: {top['title']} (saves {top['saving']} of the {top['impact'] or '0'} it claims)"
+        elif top["impact"]:
             headline += f"; the costliest: {top['title']} ({top['impact']}"
             headline += f", {top['impact_pct_text']} of {top['pct_basis']})" if top["impact_pct_text"] else ")"
         else:
