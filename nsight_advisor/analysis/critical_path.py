@@ -101,15 +101,17 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
 
 
 def critical_path(g: StepGraph, start_ns: float, end_ns: float, capture_id: int,
-                  times: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict[str, Any]]:
+                  times: tuple[np.ndarray, np.ndarray] | None = None, last: int | None = None) -> list[dict[str, Any]]:
     """The critical path of one step [start_ns, end_ns) of ``capture_id`` (aligned clock), latest segment last:
-    ``{"what": op|edge kind, "op": index or None, "start_ns", "end_ns"}``; the segments tile the step."""
+    ``{"what": op|edge kind, "op": index or None, "start_ns", "end_ns"}``; the segments tile the step. ``last``:
+    the op of the capture that ends latest by the step's end (:func:`last_ops`), when already known."""
     ns, ne = times if times is not None else replay(g)
-    mine = np.flatnonzero((g.ops["capture_id"].to_numpy() == capture_id) & (ne <= end_ns + 0.5))
     segments: list[dict[str, Any]] = []
-    if not len(mine):
+    if last is None:
+        mine = np.flatnonzero((g.ops["capture_id"].to_numpy() == capture_id) & (ne <= end_ns + 0.5))
+        last = int(mine[np.argmax(ne[mine])]) if len(mine) else -1
+    if last < 0:
         return [_segment(UNTRACKED, None, start_ns, end_ns)]
-    last = int(mine[np.argmax(ne[mine])])
     t = end_ns
     if ne[last] < end_ns:
         segments.append(_segment(UNTRACKED, None, ne[last], end_ns))
@@ -133,6 +135,22 @@ def critical_path(g: StepGraph, start_ns: float, end_ns: float, capture_id: int,
         t, i, at_end = base, p, not from_start
     segments.reverse()
     return [s for s in segments if s["end_ns"] > s["start_ns"]]
+
+
+def last_ops(g: StepGraph, capture_id: int, ends_ns: list[float], ne: np.ndarray) -> list[int]:
+    """For each step end, the op of ``capture_id`` that :func:`critical_path` starts from (the first by index of
+    those ending latest by then), -1 for none: one sort for all the steps of a capture."""
+    mine = np.flatnonzero(g.ops["capture_id"].to_numpy() == capture_id)
+    order = mine[np.argsort(ne[mine], kind="stable")]
+    sorted_ne = ne[order]
+    out = []
+    for end in ends_ns:
+        k = int(np.searchsorted(sorted_ne, end + 0.5, "right")) - 1
+        if k < 0:
+            out.append(-1)
+            continue
+        out.append(int(order[np.searchsorted(sorted_ne, sorted_ne[k], "left")]))
+    return out
 
 
 def _segment(what: str, op: int | None, lo: float, hi: float) -> dict[str, Any]:

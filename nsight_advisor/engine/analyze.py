@@ -96,7 +96,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
                        progress: bool = False, time_limit_s: float | None = None, window=None,
                        gpu=None) -> AnalysisResult:
     """Run already loaded ``rules`` over ``capture_ids``; one outcome per rule, findings reconciled so that none
-    claims time another already claims (docs/impact.md), ranked by severity, then impact.
+    claims time another already claims (docs/impact.md), ranked by severity, then by what the fix would save
+    (``saving_ns`` where the capture's steps were replayed with it, else ``impact_ns``).
 
     ``time_limit_s`` bounds each rule's query (default: the runner's DEFAULT_TIME_LIMIT_S); ``window`` is an
     :class:`~nsight_advisor.analysis.accounting.WindowSpec`, ``gpu`` a
@@ -111,7 +112,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
     from nsight_advisor.analysis.summary import build_summary
-    from nsight_advisor.engine.whatif import attach_savings
+    from nsight_advisor.engine.whatif import MAX_ANALYSIS_OPS, attach_savings, graph_candidates, step_model
     from nsight_advisor.common.progress import Progress
 
     time_limit_s = time_limit_s or DEFAULT_TIME_LIMIT_S
@@ -138,9 +139,12 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     mark_paced(findings, pacing)
     findings, accounts = settle_impacts(con, captures, findings)
     reword_paced(findings, pacing)
-    savings = attach_savings(con, capture_ids, findings)
+    model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS)
+    savings = attach_savings(con, capture_ids, findings, model=model)
     if savings["captures"]:
         summary["savings"] = savings
+        findings.sort(key=finding_rank)  # stable: the findings without a saving keep their order
+        summary["graph_candidates"] = graph_candidates(model)
     breakdowns = attach_regions(con, captures, findings)
     attach_source_frames(con, findings)
     public = []
@@ -174,8 +178,12 @@ def settle_impacts(con: duckdb.DuckDBPyConnection, captures: list[dict], finding
 
 
 def finding_rank(f) -> tuple:
-    """Sort key of the ranking: severity first (a rule may cap one-time costs at info), then impact."""
-    return (-severity_rank(f.severity), -f.impact_ns, f.rule_id, f.capture_id,
+    """Sort key of the ranking: severity first (a rule may cap one-time costs at info), then what the fix would
+    save: ``saving_ns`` where the step graph was replayed with it (claimed time is not saved time where work
+    overlaps, docs/impact.md), else the time claimed (``impact_ns``); ties by the time claimed."""
+    saving = getattr(f, "saving_ns", None)
+    return (-severity_rank(f.severity), -(f.impact_ns if saving is None else saving), -f.impact_ns, f.rule_id,
+            f.capture_id,
             -1 if f.device_id is None else f.device_id)
 
 

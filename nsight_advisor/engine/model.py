@@ -17,7 +17,7 @@ OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 8
+REPORT_SCHEMA_VERSION = 9
 
 
 @dataclass
@@ -71,6 +71,9 @@ class Finding:
     # (nsight_advisor.engine.whatif); None where the capture has no steps or the fix is not modeled (then left out
     # of the JSON). Claimed time (impact_ns) is not saved time where work overlaps: docs/impact.md.
     saving_ns: int | None = None
+    # The share of the critical path of the capture's steps that this finding's operations hold (the kernels,
+    # host work or waits its fix changes), percent (nsight_advisor.engine.path_share); None where saving_ns is.
+    critical_path_pct: float | None = None
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -83,8 +86,9 @@ class Finding:
 
         out = asdict(self)
         out.pop("internal", None)
-        if out.get("saving_ns") is None:
-            out.pop("saving_ns", None)
+        for key in ("saving_ns", "critical_path_pct"):
+            if out.get(key) is None:
+                out.pop(key, None)
         out["fingerprint"] = fingerprint(out)  # derived, never stored: rule, device and subject
         return out
 

@@ -147,14 +147,20 @@ def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel
             "captures": captures}
 
 
-def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], findings: list[Finding]) -> dict:
-    """Set ``saving_ns`` on each finding whose fix the replay can model (kernel-time and idle-time findings) in a
-    capture with steps; the others keep None. Returns the report's ``summary.savings``: the captures replayed,
-    their steps, and the findings given a saving."""
-    model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS)
-    if model is None:
+def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], findings: list[Finding],
+                   model: StepModel | None | bool = True) -> dict:
+    """Set ``saving_ns`` and ``critical_path_pct`` on each finding whose fix the replay can model (kernel-time and
+    idle-time findings) in a capture with steps; the others keep None. Returns the report's ``summary.savings``:
+    the captures replayed, their steps, the findings given a saving and what the findings are ranked by.
+    ``model``: the captures' step model when already built (None: they have no steps)."""
+    from nsight_advisor.engine.path_share import step_paths
+
+    if model is True:  # none given: build it
+        model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS)
+    if not isinstance(model, StepModel):
         return {"captures": [], "steps": 0, "findings": 0}
     before = model.durations()
+    paths = step_paths(model.graph, model.steps, model.base)
     given = 0
     for f in findings:
         if f.capture_id not in model.steps or f.impact_ns <= 0:
@@ -162,6 +168,7 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
         change = _fix_of(con, model, f)
         if change is None:
             continue
+        f.critical_path_pct = paths.share_pct(f.capture_id, change)
         after = model.durations(replay(model.graph, **change))
         saved = 0.0
         for cid, durations in before.items():
@@ -170,7 +177,8 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
         f.saving_ns = max(int(round(saved)), 0)
         given += 1
     return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
-            "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given}
+            "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given,
+            "ranked_by": "saving_ns" if given else "impact_ns"}
 
 
 def _fix_of(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
@@ -271,3 +279,13 @@ def _idle_fix(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
     if not (lag_scale < 1).any() and not at_gap.any() and not (own_scale < 1).any():
         return None
     return {"host_lag_scale": lag_scale, "drop_wait": at_gap, "own_scale": own_scale}
+
+
+def graph_candidates(model: StepModel | None) -> dict[str, Any] | None:
+    """The report's ``summary.graph_candidates`` (analysis/kernel_sequences.py) for a step model; None without
+    one."""
+    from nsight_advisor.analysis import kernel_sequences
+
+    if model is None:
+        return None
+    return kernel_sequences.graph_candidates(model.graph, model.steps, model.base, model.kept)

@@ -98,13 +98,31 @@ def _num(value: Any) -> float:
 
 
 def rank_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Findings as the engine ranks them: severity first (a rule may keep one-time costs at info), then time
-    recoverable, then rule id (stable for equal keys)."""
+    """Findings as the engine ranks them: severity first (a rule may keep one-time costs at info), then what the
+    fix would save (``saving_ns`` where the step graph was replayed with it, else the time claimed), then the time
+    claimed, then rule id (stable for equal keys)."""
+    def estimate(f: Mapping[str, Any]) -> float:
+        saving = f.get("saving_ns")
+        return _num(saving) if isinstance(saving, (int, float)) and not isinstance(saving, bool) \
+            else _num(f.get("impact_ns"))
+
     return sorted(
         findings,
-        key=lambda f: (-severity_rank(str(f.get("severity"))), -_num(f.get("impact_ns")),
+        key=lambda f: (-severity_rank(str(f.get("severity"))), -estimate(f), -_num(f.get("impact_ns")),
                        str(f.get("rule_id", "")), str(f.get("title", ""))),
     )
+
+
+def ranking_note(summary: Mapping[str, Any], findings: list[dict[str, Any]]) -> str:
+    """How the findings are ranked, in words: by what their fix saves where the capture's steps were replayed
+    (docs/impact.md), else by the time they cost; "" when no finding has a saving."""
+    savings = summary.get("savings") if isinstance(summary, Mapping) else None
+    if not isinstance(savings, Mapping) or not any(isinstance(f.get("saving_ns"), (int, float)) for f in findings):
+        return ""
+    steps = int(_num(savings.get("steps")))
+    return (f"Ranked by severity, then by what the fix would save: the saving from replaying the dependency graph "
+            f"of the {steps} step{'s' if steps != 1 else ''} with the fix applied, where the fix is modeled; "
+            f"else the time the finding claims.")
 
 
 def pct_basis(finding: Mapping[str, Any], capture_tool: str | None) -> str:
@@ -205,6 +223,9 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "impact_pct": _num(f.get("impact_pct")),
             # the replayed step's saving (docs/impact.md); "" where the capture has no steps or the fix is not modeled
             "saving": fmt_ns(f.get("saving_ns")) if isinstance(f.get("saving_ns"), (int, float)) else "",
+            # the share of the steps' critical path the finding's operations hold; "" where not computed
+            "critical_path": fmt_pct(f.get("critical_path_pct"))
+            if isinstance(f.get("critical_path_pct"), (int, float)) else "",
             # 0 means the engine knew no wall time (e.g. an ncu report): say nothing rather than "0.0%".
             "impact_pct_text": fmt_pct(f.get("impact_pct")) if _num(f.get("impact_pct")) > 0 else "",
             "pct_basis": pct_basis(f, tools.get(f.get("capture_id"))),
@@ -245,6 +266,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
         "summary": summary,
         "findings": findings,
         "findings_total": len(all_findings),
+        "ranking": ranking_note(summary, all_findings),
         "findings_left_out": len(all_findings) - len(findings),
         "severity_counts": severity_counts,
         "outcomes": outcome_rows,

@@ -148,6 +148,7 @@ def _combined_view(combined: Any) -> dict[str, Any] | None:
 
 
 def _render(result: Any, limits: Limits) -> str:
+    from nsight_advisor.report.graph_view import graph_candidates_view
     from nsight_advisor.report.regions_view import nvtx_breakdown
 
     r = prepare(result, limits)
@@ -181,7 +182,9 @@ def _render(result: Any, limits: Limits) -> str:
     if total:
         top = r["findings"][0]
         headline = f"{total} finding{'s' if total != 1 else ''}"
-        if top["impact"]:
+        if r["ranking"] and top["saving"]:  # ranked by what the fixes save: the first saves the most
+            headline += f"; first: {top['title']} (saves {top['saving']} of the {top['impact'] or '0'} it claims)"
+        elif top["impact"]:
             headline += f"; the costliest: {top['title']} ({top['impact']}"
             headline += f", {top['impact_pct_text']} of {top['pct_basis']})" if top["impact_pct_text"] else ")"
         else:
@@ -200,6 +203,7 @@ def _render(result: Any, limits: Limits) -> str:
         combined=_combined_view(summary.get("combined")),
         ranks=[v for v in map(rank_chart.rank_view, (summary.get("ranks") or [])[:MAX_JOBS_SHOWN]) if v],
         nvtx_breakdown=nvtx_breakdown(r["captures"], r["findings"], names),
+        graph_candidates=graph_candidates_view(summary, names),
         r=r, css=css, script=script, csp=content_security_policy(css, script), title=title, headline=headline,
         captures=capture_views, captures_left_out=max(0, len(caps) - MAX_CAPTURES_SHOWN),
         header_captures=capture_views[:4], header_captures_left_out=max(0, len(capture_views) - 4),

@@ -11,6 +11,7 @@ from typing import Any
 
 from nsight_advisor.report.data import Limits, clip, fmt_ns, fmt_pct, prepare
 from nsight_advisor.report.charts import unclaimed_idle_text
+from nsight_advisor.report.graph_view import graph_candidates_markdown, graph_candidates_view
 
 MAX_CHARS = 65_536
 SEVERITY_MARK = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
@@ -89,13 +90,20 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
     out.extend(_combined(r["summary"].get("combined")))
     for job in (r["summary"].get("ranks") or [])[:4]:
         out.extend(_ranks(job))
+    names = {c.get("capture_id"): clip(c.get("source_name") or "", 80) for c in r["captures"]}
+    out.extend(graph_candidates_markdown(graph_candidates_view(r["summary"], names), md_escape))
     if r["findings"]:
-        out.append("| severity | finding | impact | share | rule |")
-        out.append("|---|---|--:|--:|---|")
+        saved = bool(r.get("ranking"))  # the steps were replayed: what each fix saves, and the path's share
+        if saved:
+            out += [f"_{md_escape(r['ranking'])}_", ""]
+        out.append("| severity | finding | impact | share |" + (" saving | on critical path |" if saved else "")
+                   + " rule |")
+        out.append("|---|---|--:|--:|" + ("--:|--:|" if saved else "") + "---|")
         for f in r["findings"]:
             where = f" (GPU {f['device_id']})" if isinstance(f.get("device_id"), int) else ""
+            extra = f" {f['saving'] or '–'} | {f['critical_path'] or '–'} |" if saved else ""
             out.append(f"| {SEVERITY_MARK[f['severity']]} | {md_escape(f['title'])}{where} | {f['impact'] or '–'} | "
-                       f"{f['impact_pct_text'] or '–'} | `{md_code(f['rule_id'])}` {md_escape(f['rule_name'])} |")
+                       f"{f['impact_pct_text'] or '–'} |{extra} `{md_code(f['rule_id'])}` {md_escape(f['rule_name'])} |")
         if r["findings_left_out"]:
             out.append("")
             out.append(f"_{r['findings_left_out']} more findings with smaller impact left out; `--format json` lists them all._")
@@ -201,6 +209,8 @@ def _finding(f: dict[str, Any]) -> list[str]:
         impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of {f['pct_basis']})." if f["impact_pct_text"] else ".")
     if f.get("saving"):
         impact += f" Fixed, the steps would be **{f['saving']}** shorter (replayed)."
+    if f.get("critical_path"):
+        impact += f" Its operations hold {f['critical_path']} of the steps' critical path."
     message = md_escape(f["message"])
     if message and impact and not message.endswith((".", "!", "?", ")")):
         message += "."

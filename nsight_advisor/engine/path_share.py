@@ -1,0 +1,73 @@
+"""Each finding's share of its steps' critical path: the share of the path its operations hold (docs/impact.md).
+
+A finding's operations are what its fix changes in the replay (engine/whatif.py): the kernels it shortens (their
+time on the path), the host work it removes (the part of each stretch of host work on the path that its gaps
+hold) and the synchronizations it stops waiting (their wait for the GPU on the path). The paths are those of every
+replayed step of the finding's capture, walked once on the recorded times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nsight_advisor.analysis.critical_path import critical_path, last_ops
+from nsight_advisor.analysis.step_graph import KIND_NAMES, StepGraph
+
+#: Segment labels (analysis/critical_path.py) of an operation's own time, of the host's work before a call and of
+#: a blocking call's wait for the GPU.
+_OWN = frozenset({*KIND_NAMES[1:], "CUDA call"})
+_HOST_WORK = "host work"
+_GPU_WAIT = "wait for the GPU"
+
+
+@dataclass
+class StepPaths:
+    """The critical paths of a model's replayed steps, as flat arrays of segments."""
+
+    capture: np.ndarray  # the capture whose step the segment belongs to
+    op: np.ndarray  # the segment's op, -1 for none
+    what: np.ndarray  # 0 an op's own time, 1 host work, 2 a wait for the GPU, 3 anything else
+    length_ns: np.ndarray
+    total_ns: dict[int, float]  # each capture's summed path length (= its steps' summed length)
+
+    def share_pct(self, capture_id: int, change: dict[str, Any]) -> float | None:
+        """The share of ``capture_id``'s paths held by the operations a replay ``change`` (the keyword arguments
+        of ``replay``) alters, percent; None when the capture has no path."""
+        total = self.total_ns.get(int(capture_id), 0.0)
+        if total <= 0:
+            return None
+        mine = (self.capture == capture_id) & (self.op >= 0)
+        op = np.maximum(self.op, 0)
+        held = np.zeros(len(self.op))
+        own = change.get("own_scale")
+        if own is not None:
+            held += np.where((self.what == 0) & (own[op] < 1), self.length_ns, 0.0)
+        lag = change.get("host_lag_scale")
+        if lag is not None:
+            held += np.where(self.what == 1, self.length_ns * (1.0 - np.clip(lag[op], 0.0, 1.0)), 0.0)
+        drop = change.get("drop_wait")
+        if drop is not None:
+            held += np.where((self.what == 2) & drop[op], self.length_ns, 0.0)
+        return round(100.0 * min(float(held[mine].sum()) / total, 1.0), 1)
+
+
+def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
+               base: tuple[np.ndarray, np.ndarray]) -> StepPaths:
+    """The critical path of every one of ``steps`` (per capture, graph clock) on the replayed times ``base``."""
+    capture, op, what, length = [], [], [], []
+    total: dict[int, float] = {}
+    for cid, spans in steps.items():
+        lasts = last_ops(graph, cid, [e for _s, e in spans], base[1])
+        for (s, e), last in zip(spans, lasts):
+            for seg in critical_path(graph, s, e, cid, base, last=last):
+                capture.append(cid)
+                op.append(-1 if seg["op"] is None else seg["op"])
+                label = seg["what"]
+                what.append(0 if label in _OWN else 1 if label == _HOST_WORK else 2 if label == _GPU_WAIT else 3)
+                length.append(seg["end_ns"] - seg["start_ns"])
+                total[cid] = total.get(cid, 0.0) + length[-1]
+    return StepPaths(np.asarray(capture, np.int64), np.asarray(op, np.int64), np.asarray(what, np.int8),
+                     np.asarray(length, np.float64), total)
