@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from nsight_advisor import __version__
+from nsight_advisor import __version__, cache_safety
 from nsight_advisor.engine.model import AnalysisResult, Finding, Outcome, PrincipleRef
 from nsight_advisor.run_folder import release, temp_path
 from nsight_advisor.store_cache import cache_dir
@@ -88,10 +88,12 @@ def _files(folder: Path) -> list[os.DirEntry]:
 
 def read_result(key: str) -> AnalysisResult | None:
     """The cached result under ``key``, or None (absent or unreadable)."""
-    path = results_dir() / f"{key}.json"
+    text = cache_safety.read_private_text(results_dir() / f"{key}.json")  # never through a link
+    if text is None:
+        return None
     try:
-        result = result_from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError, KeyError):
+        result = result_from_dict(json.loads(text))
+    except (ValueError, TypeError, KeyError):
         return None
     result._cache_key = key
     return result
@@ -109,8 +111,9 @@ def write_result(key: str, result: AnalysisResult) -> bool:
     if json.loads(text) != doc or result_from_dict(json.loads(text)).to_dict() != doc:
         return False  # would not come back identical (tuples, non-JSON values): not worth a surprise
     folder = results_dir()
+    if not cache_safety.usable_subdir(folder):  # a link or another user's folder: nothing is kept there
+        return False
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         tmp = temp_path(".tmp", near=folder)
         try:
             tmp.write_text(text, encoding="utf-8")
@@ -142,17 +145,14 @@ def read_rendered(result: AnalysisResult, fmt: str) -> str | None:
     key = getattr(result, "_cache_key", None)
     if key is None:
         return None
-    try:
-        return _rendered_path(key, result, fmt).read_text(encoding="utf-8")
-    except (OSError, ValueError):
-        return None
+    return cache_safety.read_private_text(_rendered_path(key, result, fmt))
 
 
 def write_rendered(result: AnalysisResult, fmt: str, text: str) -> None:
     """Keep ``text``, ``result`` rendered as ``fmt``, beside the cached result (only while that is kept)."""
     key = getattr(result, "_cache_key", None)
     folder = results_dir()
-    if key is None or not (folder / f"{key}.json").exists():
+    if key is None or not (folder / f"{key}.json").exists() or not cache_safety.usable_subdir(folder):
         return
     target = _rendered_path(key, result, fmt)
     try:

@@ -62,9 +62,11 @@ def release(folder: Path) -> None:
 def _default_parent() -> Path:
     from nsight_advisor.store_cache import cache_dir
 
+    from nsight_advisor.cache_safety import ensure_private_dir
+
     parent = cache_dir()
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(parent)
         if os.access(parent, os.W_OK):
             return parent
     except OSError:
