@@ -268,7 +268,10 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     from nsight_advisor import api, workflow
 
     fmt = fmt or workflow.format_from_suffix(output)
-    workflow.refuse_inputs_as_output(output, [*captures, store_path, *baseline])
+    from nsight_advisor.run_inputs import files_read
+
+    workflow.refuse_inputs_as_output(output, [*captures, store_path, *baseline,
+                                              *files_read(config_path=config_path, rules_dirs=rules_dirs)])
     run = api.open(
         *captures,
         store=store_path,
@@ -337,7 +340,9 @@ def compare(sides, base, head, output, fmt, fail_pct, no_cache, config_path, qui
     base, head = resolve_sides(sides, base, head)
     suffix = output.suffix.lower() if output is not None else ""
     fmt = fmt or {".json": "json", ".sarif": "sarif", ".html": "html", ".htm": "html"}.get(suffix, "md")
-    workflow.refuse_inputs_as_output(output, [*base, *head])
+    from nsight_advisor.run_inputs import files_read
+
+    workflow.refuse_inputs_as_output(output, [*base, *head, *files_read(config_path=config_path)])
     comparison, results = api.compare_paths(base, head, use_cache=not no_cache, progress=_progress_enabled(quiet),
                                             config=config_path)
     text = api.comparison_report(comparison, fmt, *results)

@@ -97,6 +97,57 @@ CACHE_CASES = (
          b_cache_secret_planted, "rejected", sources=(MOCK,)),
 )
 
-CASES: tuple[Case, ...] = (*CACHE_CASES,)
+
+
+# --------------------------------------------------------------------------------------------------- -o and inputs
+
+
+def b_output_is_config(folder: Path) -> Setup:
+    """``analyze --config cfg.toml -o cfg.toml``, and the same with ``compare``: the config is an input."""
+    capture = _copy(MOCK, folder)
+    config = folder / "cfg.toml"
+    config.write_text('[[waive]]\nrule = "NA403"\nreason = "accepted"\n')
+    setup = Setup(args=[str(capture), "--config", str(config)], names=[config.name], watched=[capture, config],
+                  error_words=["is an input"], output=str(config))
+    setup.extra_calls = [(["compare", str(capture), str(capture), "--config", str(config), "-o", str(config)],
+                          "rejected")]
+    return setup
+
+
+def b_output_is_rule_file(folder: Path) -> Setup:
+    """``-o rules/robustness-probe/query.sql`` with that ``--rules-dir``."""
+    capture = _copy(MOCK, folder)
+    rules = _rule_folder(folder)
+    query = rules / "robustness-probe" / "query.sql"
+    return Setup(args=[str(capture), "--rules-dir", str(rules)], names=[query.name], watched=[capture, rules],
+                 error_words=["is an input"], output=str(query))
+
+
+def b_output_is_local_config(folder: Path) -> Setup:
+    """``-o nsight-advisor.toml`` in a folder where that file is the configuration the run finds by itself."""
+    capture = _copy(MOCK, folder)
+    setup = Setup(args=[str(capture)], names=["nsight-advisor.toml"], watched=[capture],
+                  error_words=["is an input"], output="nsight-advisor.toml",
+                  cwd_files={"nsight-advisor.toml": 'select = []\n'})
+
+    def unchanged(run: Run) -> list[str]:
+        text = (run.workdir / "cwd" / "nsight-advisor.toml").read_text()
+        return [] if text == "select = []\n" else ["./nsight-advisor.toml was overwritten"]
+
+    setup.after = unchanged
+    return setup
+
+
+OUTPUT_CASES = (
+    Case("output-is-config", "inputs-as-output", "-o names the --config file (analyze, then compare)",
+         b_output_is_config, "rejected", sources=(MOCK,)),
+    Case("output-is-rule-file", "inputs-as-output", "-o names a query.sql under --rules-dir", b_output_is_rule_file,
+         "rejected", sources=(MOCK,)),
+    Case("output-is-found-config", "inputs-as-output", "-o names ./nsight-advisor.toml, the config found in the "
+         "working folder", b_output_is_local_config, "rejected", sources=(MOCK,)),
+)
+
+
+CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES)
 
 __all__ = ["CASES", "TWO_GB"]
