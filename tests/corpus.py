@@ -2115,6 +2115,8 @@ def _cli(args: list[str], workdir: Path, *, timeout_s: int, env: dict[str, str] 
                            "preexec_fn=lambda: os.close(1)))"]
     full_env = _env(workdir)
     full_env.update({k: v.replace("{workdir}", str(workdir)) for k, v in (env or {}).items()})
+    if address_space_bytes is not None:  # glibc reserves 64 MiB of address space per thread's arena: not memory used
+        full_env["MALLOC_ARENA_MAX"] = "2"
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=workdir / "cwd", env=full_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,

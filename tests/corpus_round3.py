@@ -148,6 +148,82 @@ OUTPUT_CASES = (
 )
 
 
-CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES)
+
+# --------------------------------------------------------------------------------------------------- Kineto JSON
+
+
+_EVENT = (b'{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1000.5, "dur": 2.25, '
+          b'"args": {"device": 0, "stream": 7, "correlation": 1, "grid": [1, 1, 1], "block": [32, 1, 1]}}')
+
+
+def _gzip_parts(path: Path, parts: list) -> None:
+    """Write ``parts`` gzipped: bytes as they are, ``(bytes, n)`` as n copies (streamed: 1 GiB costs ~4 s, no memory)."""
+    import zlib
+
+    comp = zlib.compressobj(1, zlib.DEFLATED, 31)
+    with open(path, "wb") as fh:
+        for part in parts:
+            if isinstance(part, tuple):
+                chunk, n = part
+                for _ in range(n):
+                    fh.write(comp.compress(chunk))
+            else:
+                fh.write(comp.compress(part))
+        fh.write(comp.flush())
+
+
+def b_kineto(name: str, parts: list, *, words: tuple[str, ...] = (), memory: bool = False) -> callable:
+    """A Kineto trace (gzipped) built from ``parts``; ``memory``: the run gets a 2 GB address-space limit."""
+    def build(folder: Path) -> Setup:
+        path = folder / f"{name}.pt.trace.json.gz"
+        _gzip_parts(path, parts)
+        setup = Setup(args=[str(path)], names=[path.name], watched=[path], error_words=list(words))
+        if memory:
+            setup.address_space_bytes = TWO_GB
+        return setup
+
+    return build
+
+
+def check_two_kernels(run: Run) -> list[str]:
+    """Both kernels of the trace were read (the space between them is no reason to drop one)."""
+    rows = run.store_rows("select count(*) from kernels")
+    return [] if rows == [(2,)] else [f"expected the trace's 2 kernels in the store, found {rows}"]
+
+
+_MIB = 1 << 20
+_DEEP = 200_000
+
+JSON_CASES = (
+    Case("kineto-deep-pg-config", "json-limits", "distributedInfo.pg_config nested 200,000 arrays deep (400 KB)",
+         b_kineto("deep_pg", [b'{"distributedInfo": {"rank": 0, "pg_config": ', (b"[", _DEEP), (b"]", _DEEP),
+                              b'}, "traceEvents": []}'], words=("nested",), memory=True), "rejected", timeout_s=60),
+    Case("kineto-deep-device-properties", "json-limits", "deviceProperties 200,000 objects deep",
+         b_kineto("deep_props", [b'{"deviceProperties": [', (b'{"a": ', _DEEP), b"0", (b"}", _DEEP),
+                                 b'], "traceEvents": []}'], words=("nested",), memory=True), "rejected",
+         timeout_s=60),
+    Case("kineto-header-long-integer", "json-limits", "schemaVersion an integer of 5,000 digits",
+         b_kineto("long_int", [b'{"schemaVersion": ', b"9" * 5000, b', "traceEvents": []}'], words=("digits",)),
+         "rejected", timeout_s=60),
+    Case("kineto-event-long-integer", "json-limits", "an event's pid an integer of 5,000 digits, 100 KiB into the "
+         "events (the event at fault is named, not the one before)",
+         b_kineto("long_int_event", [b'{"traceEvents": [', (_EVENT + b",", 500), b'{"ph": "X", "pid": ',
+                                     b"9" * 5000, b"}]}"], words=("digits",)), "rejected", timeout_s=60),
+    Case("kineto-header-gib-string", "json-limits", "a 1 GiB string member before traceEvents (4.7 MB gzipped)",
+         b_kineto("gib_string", [b'{"schemaVersion": 1, "note": "', (b"a" * _MIB, 1024), b'", "traceEvents": []}'],
+                  words=("longer than",), memory=True), "rejected", timeout_s=120),
+    Case("kineto-huge-exponents", "json-limits", 'ten events whose "ts" is 1e999990',
+         b_kineto("huge_exp", [b'{"traceEvents": [',
+                               b",".join(_EVENT.replace(b"1000.5", b"1e999990") for _ in range(10)), b"]}"],
+                  words=("1e308",)), "rejected", timeout_s=60),
+    Case("kineto-gib-space-between-events", "json-limits", "1 GiB of spaces between two events (valid JSON)",
+         b_kineto("gib_space", [b'{"traceEvents": [', _EVENT, b",", (b" " * _MIB, 1024), _EVENT, b"]}"],
+                  memory=True), "analyzed", timeout_s=300, checks=(check_two_kernels,)),
+    Case("kineto-gib-member-after-events", "json-limits", "a 1 GiB string member after traceEvents",
+         b_kineto("gib_after", [b'{"traceEvents": [', _EVENT, b'], "traceName": "', (b"a" * _MIB, 1024), b'"}'],
+                  words=("longer than",), memory=True), "rejected", timeout_s=120),
+)
+
+CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES)
 
 __all__ = ["CASES", "TWO_GB"]
