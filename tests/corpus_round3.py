@@ -224,6 +224,98 @@ JSON_CASES = (
                   words=("longer than",), memory=True), "rejected", timeout_s=120),
 )
 
-CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES)
+
+# --------------------------------------------------------------------------------------------------- silently wrong
+
+DLRM = "kineto/dlrm_8rank/worker0_step_12.1694128201545.pt.trace.json.gz"  # rank 0 of 8
+
+
+def b_duplicate_ranks(folder: Path) -> Setup:
+    """Three copies of rank 0's trace under other names: three traces that all claim rank 0 of 8."""
+    paths = [_copy(DLRM, folder, f"rank{n}.pt.trace.json.gz") for n in range(3)]
+    return Setup(args=[str(p) for p in paths], names=[p.name for p in paths], watched=paths,
+                 error_words=["claims rank 0 of 8"])
+
+
+def b_ingested_twice(folder: Path) -> Setup:
+    """``ingest a.sqlite --store s.duckdb`` twice: the second is refused, the store left with the capture once."""
+    capture = _copy(MOCK, folder)
+    store = folder.parent / "out" / "s.duckdb"
+    setup = Setup(args=[str(capture)], names=[capture.name], watched=[capture])
+    setup.extra_calls = [(["ingest", str(capture), "--store", str(store)], "analyzed"),
+                         (["ingest", str(capture), "--store", str(store)], "rejected")]
+
+    def once(run: Run) -> list[str]:
+        import duckdb
+
+        con = duckdb.connect(str(store), read_only=True)
+        try:
+            n = con.execute("select count(*) from captures").fetchone()[0]
+        finally:
+            con.close()
+        store.unlink()
+        return [] if n == 1 else [f"the store holds the capture {n} times"]
+
+    setup.after = once
+    return setup
+
+
+def b_store_with_a_capture_twice(folder: Path) -> Setup:
+    """A store that holds one capture twice (as ingest built it before it refused that): analyze refuses it."""
+    import duckdb
+
+    capture = _copy(MOCK, folder)
+    store = folder / "twice.duckdb"
+    first = _cli(["ingest", str(capture), "--store", str(store)], folder.parent, timeout_s=120)
+    if first.rc != 0:
+        raise Unavailable(f"could not ingest: {first.stderr.strip()[:200]}")
+    con = duckdb.connect(str(store))
+    try:  # the second copy, as the old ingest added it: every table's rows again under capture id 2
+        for (table,) in con.execute("select table_name from duckdb_tables() where schema_name = 'main'").fetchall():
+            cols = [c for (c,) in con.execute(f"select column_name from duckdb_columns() where table_name = '{table}' "
+                                              "and schema_name = 'main' order by column_index").fetchall()]
+            if "capture_id" in cols:
+                select = ", ".join("2" if c == "capture_id" else f'"{c}"' for c in cols)
+                con.execute(f'insert into "{table}" select {select} from "{table}" where capture_id = 1')
+        con.execute("checkpoint")
+    finally:
+        con.close()
+    return Setup(args=[str(store)], names=[store.name, capture.name], watched=[capture, store],
+                 error_words=["times"])
+
+
+def b_stringids_view(folder: Path) -> Setup:
+    """StringIds replaced by a view over a copy of it: not read (views are never run), and the report says so."""
+    import sqlite3
+
+    path = _copy(MOCK, folder, "capture.sqlite")
+    con = sqlite3.connect(path)
+    try:
+        con.execute("create table strings_copy as select * from StringIds")
+        con.execute("drop table StringIds")
+        con.execute("create view StringIds as select * from strings_copy")
+        con.commit()
+    finally:
+        con.close()
+    return Setup(args=[str(path)], names=[path.name], watched=[path])
+
+
+def check_view_noted(run: Run) -> list[str]:
+    rows = run.store_rows("select note from ingest_notes where data = 'StringIds'") or []
+    return [] if any("view" in r[0] for r in rows) else ["no ingest note says StringIds is a view and was not read"]
+
+
+WRONG_CASES = (
+    Case("kineto-duplicate-ranks", "silently-wrong", "three traces that all claim rank 0 of 8", b_duplicate_ranks,
+         "rejected", sources=(DLRM,), store_may_remain=True),
+    Case("ingest-twice", "silently-wrong", "ingest a.sqlite --store s.duckdb twice", b_ingested_twice, "analyzed",
+         sources=(MOCK,)),
+    Case("store-capture-twice", "silently-wrong", "a store holding one capture twice (built before the refusal)",
+         b_store_with_a_capture_twice, "rejected", sources=(MOCK,)),
+    Case("sqlite-stringids-view", "silently-wrong", "StringIds a view over a copy of itself", b_stringids_view,
+         "analyzed", sources=(MOCK,), checks=(check_view_noted,)),
+)
+
+CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES, *WRONG_CASES)
 
 __all__ = ["CASES", "TWO_GB"]
