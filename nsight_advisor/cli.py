@@ -8,6 +8,7 @@ written to a file whose path is printed).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import tempfile
@@ -299,6 +300,13 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     return EXIT_OK
 
 
+def _finite(param: click.Parameter, value: float | None) -> float | None:
+    """A number option's value, refused when nan or infinite (nan compares false: the gate would never close)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a finite number, got {value!r}", param=param)
+    return value
+
+
 _COMPARE_EXIT_HELP = (
     "\b\nExit codes:\n  0  done (no significant regression above --fail-on-regression)\n"
     "  1  a significant regression above --fail-on-regression\n  2  bad input or usage (one line on stderr)\n"
@@ -316,6 +324,7 @@ _COMPARE_EXIT_HELP = (
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "sarif", "html"]), default=None,
               help="Output format (default: from the -o suffix, .json, .sarif or .html, else md).")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT", default=None,
+              callback=lambda _ctx, param, value: _finite(param, value),
               help="Exit 1 when the headline or a kernel's median is significantly slower by more than PCT percent.")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache already holds the captures.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path),

@@ -1972,7 +1972,7 @@ CASES: tuple[Case, ...] = (
          b_set("robustness-probe.min_value=abc", ("min_value", "abc")), "rejected", sources=(MOCK,),
          store_may_remain=True),
     Case("set-nan", "config", "--set robustness-probe.min_value=nan", b_set("robustness-probe.min_value=nan",
-         ("min_value", "nan")), "either", sources=(MOCK,), store_may_remain=True),
+         ("min_value", "nan")), "rejected", sources=(MOCK,), store_may_remain=True),
     # round two -- data loss and wrong answers
     Case("output-is-input", "data-loss", "-o names the capture itself", b_output_is_input("same"), "rejected",
          sources=(MOCK,)),

@@ -305,7 +305,34 @@ def check_view_noted(run: Run) -> list[str]:
     return [] if any("view" in r[0] for r in rows) else ["no ingest note says StringIds is a view and was not read"]
 
 
+def b_fail_on_regression(value: str) -> callable:
+    """``compare A A --fail-on-regression VALUE``: refused (nan compared false and disabled the gate)."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder)
+        setup = Setup(args=[str(capture)], names=[capture.name, "--fail-on-regression"], watched=[capture])
+        setup.extra_calls = [(["compare", str(capture), str(capture), "--fail-on-regression", value], "rejected")]
+        return setup
+
+    return build
+
+
+def b_config_param_nan(folder: Path) -> Setup:
+    """A rule parameter set to nan in the configuration file (TOML has nan): refused, naming the key."""
+    capture = _copy(MOCK, folder)
+    rules = _rule_folder(folder)
+    config = folder / "nsight-advisor.toml"
+    config.write_text("[rules.robustness-probe]\nmin_value = nan\n")
+    return Setup(args=[str(capture), "--rules-dir", str(rules), "--config", str(config)], names=["min_value"],
+                 watched=[capture, rules, config], error_words=["finite"])
+
+
 WRONG_CASES = (
+    Case("compare-fail-on-regression-nan", "silently-wrong", "compare --fail-on-regression nan (and the analyze "
+         "before it)", b_fail_on_regression("nan"), "analyzed", sources=(MOCK,)),
+    Case("compare-fail-on-regression-inf", "silently-wrong", "compare --fail-on-regression inf",
+         b_fail_on_regression("inf"), "analyzed", sources=(MOCK,)),
+    Case("config-param-nan", "silently-wrong", "[rules.robustness-probe] min_value = nan in the config",
+         b_config_param_nan, "rejected", sources=(MOCK,), store_may_remain=True),
     Case("kineto-duplicate-ranks", "silently-wrong", "three traces that all claim rank 0 of 8", b_duplicate_ranks,
          "rejected", sources=(DLRM,), store_may_remain=True),
     Case("ingest-twice", "silently-wrong", "ingest a.sqlite --store s.duckdb twice", b_ingested_twice, "analyzed",

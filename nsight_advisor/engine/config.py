@@ -138,7 +138,10 @@ def parse_text_value(text: str, type_name: str, where: str) -> Any:
         if type_name == "int":
             return int(text)
         if type_name == "float":
-            return float(text)
+            value = float(text)
+            if not math.isfinite(value):  # a nan threshold compares false: the rule would go silent
+                raise ConfigError(f"{where}: expected a finite number, got {text!r}")
+            return value
     except ValueError:
         raise ConfigError(f"{where}: expected {type_name}, got {text!r}; write a number") from None
     if type_name == "bool":

@@ -5,6 +5,7 @@ TOML parsers do not report positions, so :func:`locate` finds a key's line by a 
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -145,6 +146,8 @@ def coerce_value(value: Any, type_name: str, where: str) -> Any:
     if not isinstance(value, expected):
         hint = "remove the quotes" if isinstance(value, str) and type_name != "str" else f"write a {type_name}"
         raise RuleError(f"{where}: expected {type_name}, got {type(value).__name__} {value!r}; {hint}")
+    if type_name == "float" and not math.isfinite(value):  # a nan threshold compares false: the rule goes silent
+        raise RuleError(f"{where}: expected a finite number, got {value!r}")
     return value
 
 
