@@ -343,6 +343,71 @@ WRONG_CASES = (
          "analyzed", sources=(MOCK,), checks=(check_view_noted,)),
 )
 
-CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES, *WRONG_CASES)
+
+# --------------------------------------------------------------------------------------------------- special files
+
+
+def b_rule_file_special(name: str, kind: str) -> callable:
+    """A rule folder whose ``name`` is a FIFO (``kind="fifo"``) or a symlink to /dev/zero (``"zero"``)."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder)
+        rules = _rule_folder(folder)
+        target = rules / "robustness-probe" / name
+        target.unlink(missing_ok=True)
+        if kind == "fifo":
+            os.mkfifo(target)
+        else:
+            target.symlink_to("/dev/zero")
+        setup = Setup(args=[str(capture), "--rules-dir", str(rules)], names=[name], watched=[capture, rules],
+                      error_words=["not a regular file"])
+        if name == "cases.toml":  # analyze does not read a rule's cases; `rules test` and `rules lint` do
+            setup.args = [str(capture)]
+            setup.names = [capture.name, name]
+            # they report a bad rule as a failed test or a lint problem (exit 1), naming the file
+            setup.extra_calls = [(["rules", "test", str(rules)], "analyzed"), (["rules", "lint", str(rules)],
+                                                                              "analyzed")]
+            setup.after = lambda run: [f"{' '.join(c.argv[3:5])}: does not name the FIFO" for c in run.calls[1:]
+                                       if "not a regular file" not in c.stdout + c.stderr]
+        return setup
+
+    return build
+
+
+def b_config_special(where: str) -> callable:
+    """The configuration a FIFO: given with --config, or found as ./nsight-advisor.toml."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder)
+        if where == "given":
+            config = folder / "cfg.toml"
+            os.mkfifo(config)
+            return Setup(args=[str(capture), "--config", str(config)], names=[config.name], watched=[capture],
+                         error_words=["not a regular file"])
+        cwd = folder.parent / "cwd"
+        cwd.mkdir(exist_ok=True)
+        os.mkfifo(cwd / "nsight-advisor.toml")
+        setup = Setup(args=[str(capture)], names=["nsight-advisor.toml"], watched=[capture],
+                      error_words=["not a regular file"])
+        setup.after = lambda run: [(run.workdir / "cwd" / "nsight-advisor.toml").unlink()] and []
+        return setup
+
+    return build
+
+
+SPECIAL_CASES = (
+    Case("rules-query-fifo", "special-files", "a rule's query.sql is a FIFO", b_rule_file_special("query.sql", "fifo"),
+         "rejected", sources=(MOCK,), timeout_s=60, store_may_remain=True),
+    Case("rules-query-dev-zero", "special-files", "a rule's query.sql is a symlink to /dev/zero",
+         b_rule_file_special("query.sql", "zero"), "rejected", sources=(MOCK,), timeout_s=60, store_may_remain=True),
+    Case("rules-toml-fifo", "special-files", "a rule's rule.toml is a FIFO", b_rule_file_special("rule.toml", "fifo"),
+         "rejected", sources=(MOCK,), timeout_s=60, store_may_remain=True),
+    Case("rules-cases-fifo", "special-files", "a rule's cases.toml is a FIFO (rules test, rules lint)",
+         b_rule_file_special("cases.toml", "fifo"), "analyzed", sources=(MOCK,), timeout_s=60),
+    Case("config-fifo", "special-files", "--config names a FIFO", b_config_special("given"), "rejected",
+         sources=(MOCK,), timeout_s=60, store_may_remain=True),
+    Case("config-found-fifo", "special-files", "./nsight-advisor.toml is a FIFO", b_config_special("found"),
+         "rejected", sources=(MOCK,), timeout_s=60, store_may_remain=True),
+)
+
+CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES, *WRONG_CASES, *SPECIAL_CASES)
 
 __all__ = ["CASES", "TWO_GB"]

@@ -38,6 +38,7 @@ else:  # pragma: no cover - Python 3.10
 from nsight_advisor.engine.rules import Rule, find_rule
 from nsight_advisor.engine.waivers import Waiver, parse_waivers
 from nsight_advisor.errors import ConfigError, RuleError
+from nsight_advisor.regular_file import read_regular_text
 
 CONFIG_FILE = "nsight-advisor.toml"
 _KEYS = ("select", "ignore", "rules_dirs", "rule_time_limit_s", "rules", "gpu", "waive")
@@ -65,14 +66,14 @@ def find_config(config_path: Path | None, cwd: Path | None = None) -> Config:
         if path.is_dir():
             raise ConfigError(f"{path}: is a directory, expected a config file (nsight-advisor.toml or "
                               f"pyproject.toml)")
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"{path}: no such config file")
         data = _read(path)
         if path.name == "pyproject.toml":
             data = data.get("tool", {}).get("nsight-advisor", {})
         return parse_config(data, path)
     local = cwd / CONFIG_FILE
-    if local.is_file():
+    if local.exists():  # a FIFO or device there is refused by name (read_regular_text), not skipped silently
         return parse_config(_read(local), local)
     pyproject = cwd / "pyproject.toml"
     if pyproject.is_file():
@@ -84,7 +85,7 @@ def find_config(config_path: Path | None, cwd: Path | None = None) -> Config:
 
 def _read(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(read_regular_text(path, ConfigError))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:

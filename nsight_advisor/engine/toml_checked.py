@@ -17,6 +17,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from nsight_advisor.errors import RuleError
+from nsight_advisor.regular_file import read_regular_text
 
 PARAM_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
@@ -83,7 +84,7 @@ def locate(path: Path, prefix: str, name: str) -> str:
     when the key is missing.
     """
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_regular_text(path, OSError).splitlines()
     except (OSError, UnicodeDecodeError):
         return str(path)
     section = prefix.rstrip(".")
@@ -154,7 +155,7 @@ def coerce_value(value: Any, type_name: str, where: str) -> Any:
 def read_toml(path: Path) -> dict:
     """Parse a TOML file; RuleError with the file and line when it is not valid TOML."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, RuleError)
     except FileNotFoundError:
         raise RuleError(f"{path}: missing; every rule folder needs rule.toml, query.sql and cases.toml") from None
     except UnicodeDecodeError as exc:
