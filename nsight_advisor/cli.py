@@ -160,6 +160,14 @@ def _is_interrupt(exc: BaseException) -> bool:
     return bool(_signals_seen) and "interrupt" in str(exc).lower()
 
 
+def _out(text: str) -> None:
+    """A command's output on stdout, through the one terminal-safe writer (workflow.write_stdout): control
+    characters shown as escapes, a closed stdout an error (exit 2)."""
+    from nsight_advisor.workflow import write_stdout
+
+    write_stdout(text)
+
+
 def _internal_error(exc: BaseException) -> None:
     details = _write_crash_report(exc)
     click.echo(
@@ -294,7 +302,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     else:
         workflow.write_report(result, fmt, output)
     if output is not None and str(output) != "-" and Path(output).is_file():  # not a pipe or /dev/stdout
-        click.echo(run.summary_line(output))
+        _out(run.summary_line(output))
     if fail_on is not None and workflow.reaches(result, fail_on):
         return EXIT_FINDINGS
     return EXIT_OK
@@ -382,7 +390,7 @@ def ingest(captures, store_path, executor, ray_address, quiet):
 
     ids = api.ingest(*captures, store=store_path, progress=_progress_enabled(quiet), executor=executor,
                      ray_address=ray_address)
-    click.echo(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")
+    _out(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")
 
 
 @main.command()
@@ -397,7 +405,7 @@ def info(capture, fmt):
     """
     from nsight_advisor import api
 
-    click.echo(api.describe(capture, fmt))
+    _out(api.describe(capture, fmt))
 
 
 @main.command()
@@ -413,7 +421,7 @@ def query(source, sql, fmt):
     """
     from nsight_advisor import api
 
-    click.echo(api.query_text(source, sql, fmt), nl=False)
+    _out(api.query_text(source, sql, fmt))
 
 
 @main.group()
@@ -427,7 +435,7 @@ def rules_list(rules_dirs):
     """One line per rule: id, name, category, status."""
     from nsight_advisor import api
 
-    click.echo(api.list_rules(rules_dirs))
+    _out(api.list_rules(rules_dirs))
 
 
 @rules.command("show")
@@ -437,7 +445,7 @@ def rules_show(rule, rules_dirs):
     """Docs, parameters (defaults, units) and cited principles of one rule."""
     from nsight_advisor import api
 
-    click.echo(api.show_rule(rule, rules_dirs))
+    _out(api.show_rule(rule, rules_dirs))
 
 
 @rules.command("new")
@@ -448,7 +456,7 @@ def rules_new(name, directory):
     """Scaffold a rule folder that passes lint and whose example case passes."""
     from nsight_advisor import api
 
-    click.echo(api.new_rule(name, directory))
+    _out(api.new_rule(name, directory))
 
 
 @rules.command("test")
@@ -458,7 +466,7 @@ def rules_test(directory):
     from nsight_advisor import api
 
     text, ok = api.run_rule_tests(directory)
-    click.echo(text)
+    _out(text)
     return EXIT_OK if ok else EXIT_FINDINGS
 
 
@@ -469,7 +477,7 @@ def rules_lint(directory):
     from nsight_advisor import api
 
     text, ok = api.lint_rules(directory)
-    click.echo(text)
+    _out(text)
     return EXIT_OK if ok else EXIT_FINDINGS
 
 

@@ -355,7 +355,7 @@ def write_report(result, fmt: str, output: Path | None) -> None:
         text = render(result, fmt)
         result_cache.write_rendered(result, fmt, text)
     if output is None:
-        _write_stdout(text)
+        write_stdout(text)
         return
     write_text_atomic(Path(output), text)
 
@@ -367,7 +367,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     anything under /dev or /proc (``/dev/stdout``) is written to directly, and stays what it is.
     """
     if str(path) == "-":
-        _write_stdout(text)
+        write_stdout(text)
         return
     given = Path(path)
     try:
@@ -420,8 +420,12 @@ def _write_direct(path: Path, text: str) -> None:
         raise InputError(f"{path}: cannot be written ({exc.strerror or exc})") from None
 
 
-def _write_stdout(text: str) -> None:
-    """The report on stdout; a closed or full stdout is an error (exit 2), not a silent loss."""
+def write_stdout(text: str) -> None:
+    """``text`` on stdout through :func:`~nsight_advisor.control_chars.terminal_safe` (every command's output goes
+    this way); a closed or full stdout is an error (exit 2), not a silent loss."""
+    from nsight_advisor.control_chars import terminal_safe
+
+    text = terminal_safe(text)
     try:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
@@ -429,7 +433,7 @@ def _write_stdout(text: str) -> None:
         raise
     except (OSError, ValueError, AttributeError) as exc:
         problem = getattr(exc, "strerror", None) or "closed"
-        raise InputError(f"stdout: the report cannot be written ({problem})") from None
+        raise InputError(f"stdout: the output cannot be written ({problem})") from None
 
 
 def reaches(result, level: str) -> bool:

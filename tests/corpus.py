@@ -2298,8 +2298,9 @@ def run_case(case: Case, workdir: Path) -> Run:
         run.problems += [f"{label}: left {name} in the cache folder" for name in _leftovers(workdir / "cache")]
 
     for argv, expected in setup.extra_calls:
-        extra = _cli(argv, workdir, timeout_s=case.timeout_s, env=setup.env,
-                     address_space_bytes=setup.address_space_bytes)
+        closed = argv[:1] == ["--closed-stdout"]  # the command starts with its stdout closed
+        extra = _cli(argv[1:] if closed else argv, workdir, timeout_s=case.timeout_s, env=setup.env,
+                     address_space_bytes=setup.address_space_bytes, close_stdout=closed)
         run.calls.append(extra)
         label = " ".join(argv[:2])
         got = _classify(extra)

@@ -408,6 +408,71 @@ SPECIAL_CASES = (
          "rejected", sources=(MOCK,), timeout_s=60, store_may_remain=True),
 )
 
-CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES, *WRONG_CASES, *SPECIAL_CASES)
+
+# --------------------------------------------------------------------------------------------------- the terminal
+
+EVIL = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"  # OSC title + BEL, CSI clear, C1 CSI, a bidi override
+
+
+def b_controls_compare_and_rules(folder: Path) -> Setup:
+    """Escapes in kernel names and a regression waiver's reason (compare's Markdown on stdout), and in a rule's title
+    (`rules list`, `rules show`): every command's stdout shows them as escapes."""
+    import sqlite3
+
+    base = _copy(MOCK, folder, "base.sqlite")
+    head = _copy(MOCK, folder, "head.sqlite")
+    for path in (base, head):
+        con = sqlite3.connect(path)
+        try:
+            con.execute("update StringIds set value = ? || value where id in (select distinct demangledName from "
+                        "CUPTI_ACTIVITY_KIND_KERNEL)", (EVIL,))
+            con.commit()
+        finally:
+            con.close()
+    config = folder / "cfg.toml"
+    config.write_text('[[waive]]\nrule = "regression"\nsubject = "*"\nexpires = 2999-12-31\nreason = "accepted \\u001b[2J\\u009b31m"\n')
+    rules = _rule_folder(folder)
+    toml = rules / "robustness-probe" / "rule.toml"
+    toml.write_text(toml.read_text().replace('title = "Robustness probe"',
+                                             'title = "Robustness \\u001b]0;pwned\\u0007 probe \\u009b2J"'))
+    setup = Setup(args=[str(base)], names=[base.name], watched=[base, head, config, rules])
+    setup.extra_calls = [(["compare", str(base), str(head), "--config", str(config)], "analyzed"),
+                         (["rules", "list", "--rules-dir", str(rules)], "analyzed"),
+                         (["rules", "show", "NA990", "--rules-dir", str(rules)], "analyzed")]
+    return setup
+
+
+def _check_terminal(run: Run) -> list[str]:
+    from corpus import check_no_controls
+
+    problems = check_no_controls(run)
+    compare = run.calls[1].stdout if len(run.calls) > 1 else ""
+    if "\\u001b" not in compare and "\\u009b" not in compare:
+        problems.append("compare's Markdown does not show the escapes (were the names or the reason lost?)")
+    return problems
+
+
+def b_stdout_closed(command: str) -> callable:
+    """``query``, ``info`` or ``rules list`` with stdout closed: exit 2 with one line, not exit 0."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder)
+        argv = {"query": ["query", str(capture), "select count(*) from kernels"], "info": ["info", str(capture)],
+                "rules": ["rules", "list"]}[command]
+        setup = Setup(args=[str(capture)], names=[capture.name, "stdout"], watched=[capture])
+        setup.extra_calls = [(["--closed-stdout", *argv], "rejected")]
+        return setup
+
+    return build
+
+
+TERMINAL_CASES = (
+    Case("controls-compare-rules", "terminal", "ESC, BEL, C1 CSI and a bidi override in kernel names, a waiver's "
+         "reason and a rule's title: compare's Markdown, rules list and rules show on stdout",
+         b_controls_compare_and_rules, "analyzed", sources=(MOCK,), checks=(_check_terminal,)),
+    *(Case(f"stdout-closed-{c}", "terminal", f"`{c}{' list' if c == 'rules' else ''}` with its stdout closed",
+           b_stdout_closed(c), "analyzed", sources=(MOCK,)) for c in ("query", "info", "rules")),
+)
+
+CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES, *WRONG_CASES, *SPECIAL_CASES, *TERMINAL_CASES)
 
 __all__ = ["CASES", "TWO_GB"]
