@@ -47,15 +47,22 @@ def resolve_sides(positional: Sequence[Path], base: Sequence[Path], head: Sequen
 def main(argv: list[str]) -> int:
     """``python -m nsight_advisor.compare_sides [--config FILE] -- CAPTURE...``: analyze one side into the cache and
     write nothing else; the comparing process picks the result up (its own errors are reported there). Exit 0,
-    else 2."""
+    else 2; 143 when stopped (SIGTERM, or its parent died: :mod:`nsight_advisor.child_lifecycle`)."""
     from nsight_advisor import workflow
+    from nsight_advisor.child_lifecycle import HelperStopped, become_helper
 
+    try:
+        become_helper()
+    except HelperStopped:
+        return 143
     config = None
     if argv[:1] == ["--config"]:
         config, argv = Path(argv[1]), argv[2:]
     paths = [Path(p) for p in argv[1:]] if argv[:1] == ["--"] else [Path(p) for p in argv]
     try:
         workflow.analyze(paths, config_path=config)
+    except HelperStopped:  # the parent stopped us or died: finally blocks and atexit have cleaned up
+        return 143
     except Exception:  # noqa: BLE001 - the comparing process analyzes this side again and reports the error
         return 2
     return 0

@@ -465,10 +465,113 @@ def b_stdout_closed(command: str) -> callable:
     return build
 
 
+
+def _children(pid: int) -> list[int]:
+    """The pids of ``pid``'s children (Linux /proc)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(x) for x in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie has exited
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def b_compare_helper(signum: int) -> callable:
+    """``compare A B`` stopped while its helper analyzes HEAD: compare alone by SIGKILL (the helper must end by
+    itself), or compare's process group by SIGTERM (both clean up: no run folder, lock or partial store left)."""
+    def build(folder: Path) -> Setup:
+        import signal
+        import subprocess
+        import time
+
+        from corpus import _env
+
+        if not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2:
+            raise Unavailable("compare starts its helper only on Linux with two usable cores")
+        # 2,000,001 kernel events: about a minute of ingest on a loaded 2-core machine (built in a second)
+        base, head = folder / "base.pt.trace.json.gz", folder / "head.pt.trace.json.gz"
+        for path in (base, head):
+            _gzip_parts(path, [b'{"schemaVersion": 1, "traceEvents": [', ((_EVENT + b",") * 1000, 2000), _EVENT,
+                               b"]}"])
+        setup = Setup(args=[str(base)], names=[base.name], watched=[base, head])
+
+        def after(run: Run) -> list[str]:
+            workdir = run.workdir
+            env = _env(workdir)
+            env["NSIGHT_ADVISOR_CACHE"] = str(workdir / "cache2")  # a cold cache: HEAD's ingest is under way
+            proc = subprocess.Popen([sys.executable, "-m", "nsight_advisor", "compare", str(base), str(head),
+                                     "-q"], cwd=workdir / "cwd", env=env, start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            helpers: list[int] = []
+            deadline = time.monotonic() + 60
+            while not helpers and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+                helpers = _children(proc.pid)
+            problems = []
+            if not helpers:
+                proc.wait(timeout=120)
+                return ["compare started no helper (or ended before it was seen)"]
+            # stop compare once the helper is building HEAD's store (its run folder is in the cache folder)
+            while (time.monotonic() < deadline and proc.poll() is None
+                   and not any(list((workdir / "cache2").glob(f".nsa-run-{h}-*")) for h in helpers)):
+                time.sleep(0.1)
+            time.sleep(0.5)
+            if signum == signal.SIGTERM:  # as a terminal, a job control or a service manager does: the whole group
+                os.killpg(proc.pid, signum)
+            else:  # kill -9 of compare alone
+                proc.send_signal(signum)
+            rc = proc.wait(timeout=120)
+            err = proc.stderr.read().decode("utf-8", "replace").strip()
+            if signum == signal.SIGTERM and (rc != 143 or err != "nsight-advisor: interrupted"):
+                problems.append(f"compare after SIGTERM: exit {rc}, stderr {err[-200:]!r}")
+            deadline = time.monotonic() + 15  # HEAD's whole ingest takes about a minute: the helper must not finish it
+            while any(_alive(h) for h in helpers) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            left = [h for h in helpers if _alive(h)]
+            if left:
+                problems.append(f"compare's helper {left} still runs 15 s after compare ended")
+                for h in left:
+                    os.kill(h, signal.SIGKILL)
+            cache2 = workdir / "cache2"
+            if signum == signal.SIGTERM:
+                stray = sorted(p.name for p in cache2.rglob("*") if p.name.startswith(".") or p.suffix == ".lock")
+                if stray:
+                    problems.append(f"left after SIGTERM: {stray[:4]}")
+            else:  # SIGKILL: compare itself cannot clean up; the next run reclaims what the dead processes left
+                _cli(["analyze", str(base), "--format", "json", "-o", str(workdir / "again.json")], workdir,
+                     timeout_s=180, env={"NSIGHT_ADVISOR_CACHE": str(cache2)})
+                (workdir / "again.json").unlink(missing_ok=True)
+            import shutil
+
+            shutil.rmtree(cache2, ignore_errors=True)
+            return problems
+
+        setup.after = after
+        return setup
+
+    return build
+
 TERMINAL_CASES = (
     Case("controls-compare-rules", "terminal", "ESC, BEL, C1 CSI and a bidi override in kernel names, a waiver's "
          "reason and a rule's title: compare's Markdown, rules list and rules show on stdout",
          b_controls_compare_and_rules, "analyzed", sources=(MOCK,), checks=(_check_terminal,)),
+    Case("compare-killed-helper-ends", "terminal", "compare killed with SIGKILL while its helper ingests HEAD: the "
+         "helper ends by itself", b_compare_helper(9), "analyzed", timeout_s=300),
+    Case("compare-sigterm-helper-cleans", "terminal", "compare stopped with SIGTERM while its helper ingests HEAD: "
+         "exit 143, no run folder, lock or partial store left", b_compare_helper(15), "analyzed",
+         timeout_s=300),
     *(Case(f"stdout-closed-{c}", "terminal", f"`{c}{' list' if c == 'rules' else ''}` with its stdout closed",
            b_stdout_closed(c), "analyzed", sources=(MOCK,)) for c in ("query", "info", "rules")),
 )
