@@ -326,7 +326,37 @@ def b_config_param_nan(folder: Path) -> Setup:
                  watched=[capture, rules, config], error_words=["finite"])
 
 
+
+def b_nvtx_nested(n: int, *, flat: bool = False) -> callable:
+    """A real export with ``n`` NVTX push/pop ranges on one thread, each inside the one before (an unbalanced push in
+    a loop), or side by side (``flat``)."""
+    import sqlite3
+
+    def build(folder: Path) -> Setup:
+        path = _copy("nsys/fuser_h200_matmul.sqlite", folder, "nested.sqlite")
+        con = sqlite3.connect(path)
+        try:
+            tid, = con.execute("select globalTid from NVTX_EVENTS where eventType = 59 limit 1").fetchone()
+            start, end = 635_000_000, 1_290_000_000
+            rows = ([(start + i, start + i + 1, f"flat{i}", tid) for i in range(n)] if flat else
+                    [(start + i, end - i, "nest", tid) for i in range(n)])
+            con.executemany("insert into NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+                            "values (?, ?, 59, ?, ?, 0)", rows)
+            con.commit()
+        finally:
+            con.close()
+        return Setup(args=[str(path)], names=[path.name], watched=[path])
+
+    return build
+
 WRONG_CASES = (
+    Case("nvtx-nested-20000", "silently-wrong", "20,000 NVTX ranges each inside the one before (an unbalanced push in "
+         "a loop): no regions, not an exit 3", b_nvtx_nested(20_000), "analyzed",
+         sources=("nsys/fuser_h200_matmul.sqlite",), timeout_s=180),
+    Case("nvtx-nested-200000", "silently-wrong", "200,000 nested NVTX ranges", b_nvtx_nested(200_000), "analyzed",
+         sources=("nsys/fuser_h200_matmul.sqlite",), timeout_s=300),
+    Case("nvtx-flat-200000", "silently-wrong", "200,000 NVTX ranges side by side", b_nvtx_nested(200_000, flat=True),
+         "analyzed", sources=("nsys/fuser_h200_matmul.sqlite",), timeout_s=300),
     Case("compare-fail-on-regression-nan", "silently-wrong", "compare --fail-on-regression nan (and the analyze "
          "before it)", b_fail_on_regression("nan"), "analyzed", sources=(MOCK,)),
     Case("compare-fail-on-regression-inf", "silently-wrong", "compare --fail-on-regression inf",
