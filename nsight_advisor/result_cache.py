@@ -52,11 +52,11 @@ def result_key(store: Path, capture_ids: Sequence[int], *, rules_dirs: Iterable[
                  list(overrides), list(select), list(ignore), window, gpu):
         state.update(repr(part).encode() + b"\0")
     for folder in folders:
-        state.update(f"{folder.resolve()}\0".encode())
+        state.update(os.fsencode(f"{folder.resolve()}\0"))  # fsencode: a file name need not be UTF-8
         for entry in _files(folder):
             fst = entry.stat()
-            state.update(f"{entry.path}|{fst.st_size}|{fst.st_mtime_ns}\0".encode())
-    where = hashlib.sha256(str(store).encode()).hexdigest()[:16]
+            state.update(os.fsencode(f"{entry.path}|{fst.st_size}|{fst.st_mtime_ns}\0"))
+    where = hashlib.sha256(os.fsencode(str(store))).hexdigest()[:16]
     return f"{where}-{state.hexdigest()[:24]}"
 
 
@@ -172,7 +172,7 @@ def write_rendered(result: AnalysisResult, fmt: str, text: str) -> None:
 
 def forget_store(store: Path) -> None:
     """Drop the cached results of the store at ``store`` (called when the store is rebuilt or removed)."""
-    where = hashlib.sha256(str(Path(store).resolve()).encode()).hexdigest()[:16]
+    where = hashlib.sha256(os.fsencode(str(Path(store).resolve()))).hexdigest()[:16]
     for old in results_dir().glob(f"{where}-*"):
         with contextlib.suppress(FileNotFoundError):
             old.unlink()

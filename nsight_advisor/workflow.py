@@ -403,7 +403,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def _write_file(path: Path, text: str, *, shown: Path) -> None:
     try:
-        with open(path, "w", encoding="utf-8") as fh:
+        # backslashreplace: a file name that is not UTF-8 (a lone surrogate in the text) is written as its escape
+        with open(path, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
     except OSError as exc:
@@ -413,7 +414,7 @@ def _write_file(path: Path, text: str, *, shown: Path) -> None:
 def _write_direct(path: Path, text: str) -> None:
     """Write to a pipe or device in place (opening it for append never truncates or replaces a node)."""
     try:
-        with open(path, "a", encoding="utf-8") as fh:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
     except OSError as exc:
@@ -425,7 +426,7 @@ def write_stdout(text: str) -> None:
     this way); a closed or full stdout is an error (exit 2), not a silent loss."""
     from nsight_advisor.control_chars import terminal_safe
 
-    text = terminal_safe(text)
+    text = terminal_safe(text).encode("utf-8", "backslashreplace").decode("utf-8")  # file names not UTF-8
     try:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()

@@ -423,7 +423,32 @@ def b_config_special(where: str) -> callable:
     return build
 
 
+
+def b_non_utf8_in_folders(folder: Path) -> Setup:
+    """A capture whose file name is not UTF-8 inside a compare side's folder, and such a file in a rule folder."""
+    side = folder / "side"
+    side.mkdir()
+    capture = _copy(MOCK, side, os.fsdecode(b"rank\xff.sqlite"))
+    rules = _rule_folder(folder)
+    (rules / "robustness-probe" / os.fsdecode(b"notes\xfe.txt")).write_text("a note\n")
+    out = folder.parent / "out"
+    setup = Setup(args=[str(capture), "--rules-dir", str(rules)], names=["rank"], watched=[side, rules])
+    setup.extra_calls = [(["compare", str(side), str(side), "--format", fmt, "-o", str(out / f"compare.{fmt}")],
+                          "analyzed") for fmt in ("json", "html", "md")]
+    return setup
+
+
+def b_kineto_non_utf8_name(folder: Path) -> Setup:
+    """A valid PyTorch trace whose file name holds bytes that are not UTF-8 (was refused as damaged)."""
+    path = _copy("kineto/alexnet_trace.json.gz", folder, os.fsdecode(b"trace-\xff.json.gz"))
+    return Setup(args=[str(path)], names=["trace-"], watched=[path])
+
 SPECIAL_CASES = (
+    Case("kineto-non-utf8-name", "special-files", "a real PyTorch trace whose file name is not UTF-8",
+         b_kineto_non_utf8_name, "analyzed", sources=("kineto/alexnet_trace.json.gz",)),
+    Case("non-utf8-names-in-folders", "special-files", "a capture named with bytes that are not UTF-8 in a compare "
+         "side's folder, and such a file in a --rules-dir rule folder", b_non_utf8_in_folders, "analyzed",
+         sources=(MOCK,)),
     Case("rules-query-fifo", "special-files", "a rule's query.sql is a FIFO", b_rule_file_special("query.sql", "fifo"),
          "rejected", sources=(MOCK,), timeout_s=60, store_may_remain=True),
     Case("rules-query-dev-zero", "special-files", "a rule's query.sql is a symlink to /dev/zero",
