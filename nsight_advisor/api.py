@@ -170,12 +170,18 @@ class Analysis:
         con, _ids = workflow.load(self.paths, store_path=self.store, use_cache=self.use_cache,
                                   progress=self.progress)
         try:
-            rel = workflow.store_sql(con, sql)
-            if rel is None:
-                raise InputError("query: the SQL returns no rows (write a select)")
             try:
+                rel = workflow.store_sql(con, sql)
+                if rel is None:
+                    raise InputError("query: the SQL returns no rows (write a select)")
                 out = fetch(rel)
-            except duckdb.Error as exc:
+            except (duckdb.Error, RuntimeError) as exc:
+                # Ctrl-C lands in DuckDB as its own error (InterruptException, or a RuntimeError from the fetch):
+                # the caller gets the KeyboardInterrupt it pressed for
+                if isinstance(exc, getattr(duckdb, "InterruptException", ())) or "interrupt" in str(exc).lower():
+                    raise KeyboardInterrupt from None
+                if not isinstance(exc, duckdb.Error):
+                    raise
                 raise InputError(f"query failed: {first_line(exc)}") from exc
             if hasattr(out, "read_all"):  # an Arrow reader: read it while the connection is open
                 out = out.read_all()

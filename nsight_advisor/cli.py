@@ -323,10 +323,11 @@ _COMPARE_EXIT_HELP = (
 
 
 @main.command(epilog=_COMPARE_EXIT_HELP)
-@click.argument("sides", nargs=-1, metavar="BASE HEAD", type=click.Path(path_type=Path))
-@click.option("--base", "base", multiple=True, type=click.Path(path_type=Path),
+# str, not Path: Path("") is ".", and an empty argument must be refused, not compared as the current folder
+@click.argument("sides", nargs=-1, metavar="BASE HEAD", type=click.Path())
+@click.option("--base", "base", multiple=True, type=click.Path(),
               help="A BASE capture or a directory of them (repeatable; instead of the two arguments).")
-@click.option("--head", "head", multiple=True, type=click.Path(path_type=Path),
+@click.option("--head", "head", multiple=True, type=click.Path(),
               help="A HEAD capture or a directory of them (repeatable).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the comparison here (default: stdout).")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "sarif", "html"]), default=None,

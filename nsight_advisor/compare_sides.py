@@ -14,11 +14,14 @@ from nsight_advisor.errors import InputError
 CAPTURE_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".json.gz")
 
 
-def expand(paths: Sequence[Path], side: str) -> list[Path]:
+def expand(paths: Sequence[str | Path], side: str) -> list[Path]:
     """``paths`` with each directory replaced by the capture files directly in it, by name; InputError when a
     directory holds none."""
     out: list[Path] = []
-    for p in map(Path, paths):
+    for given in paths:
+        if isinstance(given, str) and not given.strip():  # Path("") would be ".", the current folder
+            raise InputError(f"an empty path given for {side}; give a capture or a folder of captures")
+        p = Path(given)
         if p.is_dir():
             found = sorted(f for f in p.iterdir() if f.is_file() and f.name.lower().endswith(CAPTURE_SUFFIXES))
             if not found:
@@ -29,7 +32,7 @@ def expand(paths: Sequence[Path], side: str) -> list[Path]:
     return out
 
 
-def resolve_sides(positional: Sequence[Path], base: Sequence[Path], head: Sequence[Path]) -> tuple[list, list]:
+def resolve_sides(positional: Sequence[str | Path], base: Sequence[str | Path], head: Sequence[str | Path]) -> tuple[list, list]:
     """BASE's and HEAD's captures: two positional paths, or ``--base`` and ``--head`` (each repeatable), never
     both; InputError saying which form to use."""
     if positional and (base or head):

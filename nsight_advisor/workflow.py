@@ -500,4 +500,6 @@ def store_sql(con, sql: str):
     try:
         return con.sql(sql)
     except duckdb.Error as exc:
+        if isinstance(exc, getattr(duckdb, "InterruptException", ())):  # Ctrl-C, not a fault of the SQL
+            raise KeyboardInterrupt from None
         raise InputError(f"query failed: {first_line(exc)}") from exc

@@ -349,7 +349,22 @@ def b_nvtx_nested(n: int, *, flat: bool = False) -> callable:
 
     return build
 
+
+def b_many_waivers(n: int) -> callable:
+    """A configuration with ``n`` waivers (globs of the kind people write: a prefix and a star)."""
+    def build(folder: Path) -> Setup:
+        capture = _copy(MOCK, folder)
+        config = folder / "nsight-advisor.toml"
+        with open(config, "w") as fh:
+            for i in range(n):
+                fh.write(f'[[waive]]\nrule = "NA403"\nsubject = "kernel{i}*"\nreason = "r"\nexpires = 2999-01-01\n')
+        return Setup(args=[str(capture), "--config", str(config)], names=[config.name], watched=[capture, config])
+
+    return build
+
 WRONG_CASES = (
+    Case("waivers-100000", "silently-wrong", "a configuration with 100,000 waivers (10,000 took 10 s, 100,000 did not "
+         "finish in 300 s)", b_many_waivers(100_000), "analyzed", sources=(MOCK,), timeout_s=120),
     Case("nvtx-nested-20000", "silently-wrong", "20,000 NVTX ranges each inside the one before (an unbalanced push in "
          "a loop): no regions, not an exit 3", b_nvtx_nested(20_000), "analyzed",
          sources=("nsys/fuser_h200_matmul.sqlite",), timeout_s=180),

@@ -25,6 +25,7 @@ Every mistake is a :class:`~nsight_advisor.errors.ConfigError` naming the file o
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +84,27 @@ def find_config(config_path: Path | None, cwd: Path | None = None) -> Config:
     return Config()
 
 
+#: Parsed config files by (path, size, mtime): a run reads its config several times (analysis, result key, outputs),
+#: and one of 100,000 waivers takes seconds to parse. Callers only read the tables.
+_PARSED: dict[tuple, dict] = {}
+
+
 def _read(path: Path) -> dict:
+    try:
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:
+        key = None
+    if key is not None and key in _PARSED:
+        return _PARSED[key]
+    data = _parse(path)
+    if key is not None:
+        _PARSED.clear()  # one file kept: the run's config
+        _PARSED[key] = data
+    return data
+
+
+def _parse(path: Path) -> dict:
     try:
         return tomllib.loads(read_regular_text(path, ConfigError))
     except tomllib.TOMLDecodeError as exc:
