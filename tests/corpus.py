@@ -2443,6 +2443,7 @@ def _message(run: Run) -> str:
     text = re.sub(r"/\S*/nsight-advisor-crash-\S+\.txt", "<crash file>", text)
     # what changes from run to run (a pid, a cache key) would make the generated doc churn
     text = re.sub(r"process \d+", "process PID", text)
+    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
     return re.sub(r"\b[0-9a-f]{16}-[0-9a-f]{16}\b", "KEY", text)
 
 
@@ -2502,6 +2503,7 @@ GROUPS = {
                       "nan/inf/negative",
     "special-files": "round three: FIFOs and devices where a rule or case file belongs, non-UTF-8 names",
     "terminal": "round three: terminal escapes in compare and rules output, closed stdout, compare's helper",
+    "ray-address": "round three: --ray-address at a service that is not Ray",
 }
 
 

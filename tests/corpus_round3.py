@@ -646,6 +646,50 @@ TERMINAL_CASES = (
            b_stdout_closed(c), "analyzed", sources=(MOCK,)) for c in ("query", "info", "rules")),
 )
 
-CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES, *WRONG_CASES, *SPECIAL_CASES, *TERMINAL_CASES)
+
+# --------------------------------------------------------------------------------------------------- --ray-address
+
+
+def b_not_ray(kind: str) -> callable:
+    """``--executor ray --ray-address`` at an HTTP server, or at a TCP listener that never answers."""
+    def build(folder: Path) -> Setup:
+        import http.server
+        import importlib.util
+        import socket
+        import threading
+
+        if importlib.util.find_spec("ray") is None:
+            raise Unavailable("Ray is not installed")
+        captures = [_copy(DLRM, folder, f"rank{n}.pt.trace.json.gz") for n in range(2)]
+        if kind == "http":
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _QuietHandler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            port, stop = server.server_address[1], lambda: (server.shutdown(), server.server_close())
+        else:
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            port, stop = listener.getsockname()[1], listener.close
+        setup = Setup(args=[*map(str, captures), "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"],
+                      names=[f"127.0.0.1:{port}"], watched=captures, error_words=["not a Ray cluster"])
+        setup.after = lambda run: [stop()] and []
+        return setup
+
+    return build
+
+
+class _QuietHandler(__import__("http.server").server.BaseHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # noqa: D102 - the corpus prints its own lines
+        pass
+
+
+RAY_CASES = (
+    Case("ray-address-http-server", "ray-address", "--ray-address at an HTTP server (Ray logged and retried for "
+         "minutes)", b_not_ray("http"), "rejected", sources=(DLRM,), timeout_s=60),
+    Case("ray-address-silent-listener", "ray-address", "--ray-address at a TCP listener that never answers (108 s, "
+         "then a segfault)", b_not_ray("raw"), "rejected", sources=(DLRM,), timeout_s=60),
+)
+
+CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES, *WRONG_CASES, *SPECIAL_CASES, *TERMINAL_CASES, *RAY_CASES)
 
 __all__ = ["CASES", "TWO_GB"]
