@@ -51,4 +51,20 @@ def refuse_merged_duplicates(con: duckdb.DuckDBPyConnection, capture_ids: Sequen
                          f"each trace records, so give each rank's trace once (or analyze the runs separately)")
 
 
-__all__ = ["refuse_merged_duplicates"]
+def refuse_already_stored(con: duckdb.DuckDBPyConnection, paths: list[Path], store: Path) -> None:
+    """InputError when one of ``paths``, unchanged, is already in the store: ingesting it again would count it twice."""
+    import duckdb
+
+    for p in paths:
+        st = p.stat()
+        try:
+            row = con.execute("SELECT capture_id FROM captures WHERE source_path = ? AND source_size_bytes = ? "
+                              "AND source_mtime_ns = ?", [str(p), st.st_size, st.st_mtime_ns]).fetchone()
+        except duckdb.Error:
+            return  # a new store: no captures table yet
+        if row is not None:
+            raise InputError(f"{p}: already in {store} (capture {row[0]}); nothing was added (ingesting it again "
+                             "would count every finding twice)")
+
+
+__all__ = ["refuse_merged_duplicates", "refuse_already_stored"]

@@ -86,27 +86,13 @@ def ingest_to_store(paths: Iterable[Path], store_path: Path, *, progress: bool =
     target = Path(store_path).resolve()
     check_store_target(target, Path(store_path))
     with store_cache.build_lock(target, progress=progress), atomic_store(target) as con:
-        _refuse_already_stored(con, resolved, Path(store_path))
+        from nsight_advisor.store_checks import refuse_already_stored
+
+        refuse_already_stored(con, resolved, Path(store_path))
         first = next_capture_id(con)
         ids = list(range(first, first + len(resolved)))
         ingest_many(con, list(zip(ids, resolved)), work_dir=target.parent, progress=progress, executor=executor)
     return ids
-
-
-def _refuse_already_stored(con: duckdb.DuckDBPyConnection, paths: list[Path], store: Path) -> None:
-    """InputError when one of ``paths``, unchanged, is already in the store: ingesting it again would count it twice."""
-    import duckdb
-
-    for p in paths:
-        st = p.stat()
-        try:
-            row = con.execute("SELECT capture_id FROM captures WHERE source_path = ? AND source_size_bytes = ? "
-                              "AND source_mtime_ns = ?", [str(p), st.st_size, st.st_mtime_ns]).fetchone()
-        except duckdb.Error:
-            return  # a new store: no captures table yet
-        if row is not None:
-            raise InputError(f"{p}: already in {store} (capture {row[0]}); nothing was added (ingesting it again "
-                             "would count every finding twice)")
 
 
 def load(paths: Sequence[Path], *, store_path: Path | None = None, use_cache: bool = True,

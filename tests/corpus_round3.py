@@ -182,6 +182,7 @@ def b_kineto(name: str, parts: list, *, words: tuple[str, ...] = (), memory: boo
             setup.address_space_bytes = TWO_GB
         return setup
 
+    build.address_space_bytes = TWO_GB if memory else None  # seen without building (tests/test_robustness.py)
     return build
 
 
@@ -690,6 +691,55 @@ RAY_CASES = (
          "then a segfault)", b_not_ray("raw"), "rejected", sources=(DLRM,), timeout_s=60),
 )
 
+
+# --------------------------------------------------------------------------------------------------- the limits
+
+
+def limits_section() -> list[str]:
+    """The limits that are policy, with the numbers the code uses (docs/robustness.md, "Limits")."""
+    repo = str(Path(__file__).resolve().parent.parent)
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    from nsight_advisor import regular_file, run_inputs
+    from nsight_advisor.child_lifecycle import TERM_GRACE_S
+    from nsight_advisor.engine import regions
+    from nsight_advisor.ingest import json_stream as js
+
+    return [
+        "## Limits",
+        "",
+        "Round three's cases (issue 26) hold because of these limits; each is a policy, and passing one is one line "
+        "on stderr and exit 2 unless said otherwise.",
+        "",
+        f"- **PyTorch (Kineto) traces**, header and events alike: one JSON value (an event, a header member, a string) "
+        f"of at most {js.MAX_VALUE_CHARS:,} characters; numbers within 1e{js.MAX_EXPONENT} (fractions kept to 60 "
+        f"significant digits); whole numbers of at most 4,300 digits (Python's limit); header members nested at most "
+        f"{js.MAX_HEADER_DEPTH} levels, events as deep as the scanner's recursion allows (Python's limit of 1,000 less the reader's own calls). Space between "
+        f"values is dropped as it is read, so it costs time in proportion to its length and no memory.",
+        f"- **Rule and configuration files** (rule.toml, query.sql, cases.toml, judge.py, the config given or found): "
+        f"regular files of at most {regular_file.MAX_BYTES:,} bytes; a FIFO, socket or device is refused, not read.",
+        "- **`-o`** may not name any file the run reads: the captures, `--store`, `--baseline`, the configuration "
+        f"(given, or ./nsight-advisor.toml and ./pyproject.toml found) and every file under the rule folders (at most "
+        f"{run_inputs.MAX_RULE_FILES:,} a folder are looked at).",
+        "- **The cache folder** is created private (0700); its entries (stores, locks, kept results) are never "
+        "followed through a symbolic link (a link there is replaced as a link); cache names carry a secret of the "
+        "user's (`secret-UID`, 0600, in the cache folder), and a secret file that is a link, another user's or "
+        "readable by others is refused.",
+        "- **Captures analyzed together** may not claim the same rank of one job (rank and world size), and a store "
+        "may not hold one capture twice; `ingest` refuses a capture already in the store. A view in an nsys export "
+        "is never read; an ingest note says so.",
+        f"- **Regions**: a capture whose NVTX push/pop ranges nest deeper than {regions.MAX_DEPTH} levels (or number "
+        f"over {regions.MAX_RANGES:,}) is analyzed without regions (exit 0).",
+        "- **Numbers given as options** (`--fail-on-regression`, `--set` on a float parameter, a float parameter in "
+        "the config) must be finite.",
+        "- **`--ray-address`** must answer an HTTP/2 preface as a gRPC server does within 5 s.",
+        f"- **compare's helper process** ends when compare ends (SIGTERM from the kernel on Linux, and the end of a pipe "
+        f"everywhere); compare stops a running helper with SIGTERM and sends SIGKILL {TERM_GRACE_S:g} s later.",
+        "- **Text on stdout** passes through one function that writes each control character but tab and newline as "
+        "`\\uXXXX` (a JSON escape of the same character, so JSON stays exact); a closed stdout is exit 2.",
+        "",
+    ]
+
 CASES: tuple[Case, ...] = (*CACHE_CASES, *OUTPUT_CASES, *JSON_CASES, *WRONG_CASES, *SPECIAL_CASES, *TERMINAL_CASES, *RAY_CASES)
 
-__all__ = ["CASES", "TWO_GB"]
+__all__ = ["CASES", "TWO_GB", "limits_section"]
