@@ -1,7 +1,8 @@
 """The cache of trace stores: where cached stores live, when a store can be reused, and how one is built.
 
 A second analysis of an unchanged capture reuses the store the first one built (the key is every input's
-resolved path, size and mtime plus our schema version). A store is always built in a temporary file in
+resolved path, size and mtime plus our schema version, hashed with the user's secret: see cache_safety, which
+also keeps every entry of the cache from being followed through a link). A store is always built in a temporary file in
 the same folder and renamed over the target in one step, so a reader never sees a half-built store, and
 an exclusive lock file beside the target makes a second process that wants the same store wait for the
 first instead of building it twice.
@@ -45,8 +46,8 @@ def cache_dir() -> Path:
 
 
 def cache_key(paths: Sequence[Path]) -> str:
-    """Key of a cached store: ``PATHS-STATE``, hashes of the inputs' resolved paths and of their size, mtime, our
-    schema version and the derived views' SQL.
+    """Key of a cached store: ``PATHS-STATE``, hashes (seeded with the user's secret) of the inputs' resolved paths
+    and of their size, mtime, our schema version and the derived views' SQL.
 
     The first half names the inputs only, so a rebuilt store for re-exported captures replaces the stale
     one instead of piling up beside it.
