@@ -197,3 +197,46 @@ def test_a_not_ray_address_is_refused_fast():
         silent.listen()
         with pytest.raises(NsightAdvisorError, match="no HTTP/2 answer"):
             _reachable(f"127.0.0.1:{silent.getsockname()[1]}")
+
+
+def _store_with(captures: list[tuple], ranks: list[tuple]):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("create table captures (capture_id integer, source_path varchar, source_size_bytes bigint, "
+                "source_mtime_ns bigint)")
+    con.execute("create table capture_distributed (capture_id integer, rank integer, world_size integer)")
+    for row in captures:
+        con.execute("insert into captures values (?, ?, ?, ?)", row)
+    for row in ranks:
+        con.execute("insert into capture_distributed values (?, ?, ?)", row)
+    return con
+
+
+def test_captures_claiming_one_rank_or_stored_twice_are_refused():
+    from nsight_advisor.store_checks import refuse_merged_duplicates
+
+    ok = _store_with([(1, "/a/r0.json", 1, 1), (2, "/a/r1.json", 1, 1)], [(1, 0, 2), (2, 1, 2)])
+    refuse_merged_duplicates(ok, [1, 2], Path("s.duckdb"))
+    ranks = _store_with([(1, "/a/x.json", 1, 1), (2, "/a/y.json", 1, 1)], [(1, 0, 8), (2, 0, 8)])
+    with pytest.raises(InputError, match=r"x.json, y.json: each claims rank 0 of 8"):
+        refuse_merged_duplicates(ranks, [1, 2], Path("s.duckdb"))
+    twice = _store_with([(1, "/a/c.sqlite", 5, 7), (2, "/a/c.sqlite", 5, 7)], [])
+    with pytest.raises(InputError, match=r"c.sqlite is in it 2 times"):
+        refuse_merged_duplicates(twice, [1, 2], Path("s.duckdb"))
+    refuse_merged_duplicates(twice, [1], Path("s.duckdb"))  # one of them alone is fine
+
+
+def test_regions_skip_ranges_nested_too_deep():
+    import duckdb
+
+    from nsight_advisor.engine import regions
+
+    con = duckdb.connect()
+    con.execute("create table nvtx_ranges (capture_id integer, event_type varchar, tid bigint, start_ns bigint, "
+                "end_ns bigint, depth integer)")
+    con.executemany("insert into nvtx_ranges values (1, 'push_pop', 7, ?, ?, ?)",
+                    [(i, 1000 - i, i) for i in range(regions.MAX_DEPTH + 1)])
+    assert regions._has_ranges(con, 1)  # depths 0..MAX_DEPTH: deep enough, still placed
+    con.execute("insert into nvtx_ranges values (1, 'push_pop', 7, 500, 501, ?)", [regions.MAX_DEPTH + 1])
+    assert not regions._has_ranges(con, 1)
