@@ -240,3 +240,27 @@ def test_regions_skip_ranges_nested_too_deep():
     assert regions._has_ranges(con, 1)  # depths 0..MAX_DEPTH: deep enough, still placed
     con.execute("insert into nvtx_ranges values (1, 'push_pop', 7, 500, 501, ?)", [regions.MAX_DEPTH + 1])
     assert not regions._has_ranges(con, 1)
+
+
+def test_a_string_view_is_read_within_limits(tmp_path, monkeypatch):
+    import sqlite3
+
+    from nsight_advisor.ingest import nsys_views
+
+    path = tmp_path / "x.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("create table s (id integer, value text)")
+    con.executemany("insert into s values (?, ?)", [(1, "k1"), (2, "k2"), ("x", "not an id")])
+    con.execute("create view StringIds as select * from s")
+    con.execute("create view Endless as with recursive r(id, value) as (select 1, 'a' union all "
+                "select id + 1, value from r) select * from r")
+    con.execute("create view Huge as select 1 as id, zeroblob(100000000) as value")
+    con.commit()
+    con.close()
+    assert nsys_views.read_string_view(path, "StringIds") == [(1, "k1"), (2, "k2")]
+    monkeypatch.setattr(nsys_views, "VIEW_READ_S", 0.5)
+    monkeypatch.setattr(nsys_views, "MAX_VIEW_ROWS", 10**9)
+    with pytest.raises(nsys_views.ViewUnreadable, match="within 0.5 s"):
+        nsys_views.read_string_view(path, "Endless")
+    with pytest.raises(nsys_views.ViewUnreadable):
+        nsys_views.read_string_view(path, "Huge")

@@ -55,7 +55,7 @@ class ExportCatalog:
     schema_version: str | None = None
     enums: dict[str, dict[int, tuple[str, str]]] = field(default_factory=dict)
     source: Path | None = None  # the file read, when not ``path`` itself (a WAL-mode export's private copy)
-    views: list[str] = field(default_factory=list)  # views in the export: never read (their SQL is never run)
+    views: list[str] = field(default_factory=list)  # views in the export: only StringIds is read (nsys_views)
 
     @property
     def read_path(self) -> Path:
