@@ -7,13 +7,11 @@ limit (``Setup.address_space_bytes``).
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import sys
 from pathlib import Path
 
-from corpus import (MOCK, Case, Run, Setup, Unavailable, _cli, _copy, _rule_folder, _trace)
+from corpus import MOCK, Case, Run, Setup, Unavailable, _cli, _copy, _rule_folder
 
 #: The address-space limit of the memory cases: a run that held a long member or a deep nest whole would need more.
 TWO_GB = 2 << 30

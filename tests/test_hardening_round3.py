@@ -264,3 +264,21 @@ def test_a_string_view_is_read_within_limits(tmp_path, monkeypatch):
         nsys_views.read_string_view(path, "Endless")
     with pytest.raises(nsys_views.ViewUnreadable):
         nsys_views.read_string_view(path, "Huge")
+
+
+@pytest.mark.parametrize("case_id", ["kineto-deep-pg-config", "kineto-header-long-integer", "output-is-config"])
+def test_quick_round_three_cases_end_to_end(case_id, tmp_path):
+    """A few quick corpus cases in the default run (the whole corpus is marked slow); the first runs under the
+    2 GB address-space limit the memory cases get."""
+    import corpus
+
+    case = next(c for c in corpus.CASES if c.id == case_id)
+    try:
+        run = corpus.run_case(case, tmp_path / case_id)
+    except corpus.Unavailable as exc:
+        pytest.skip(str(exc))
+    finally:
+        corpus._make_writable(tmp_path / case_id)
+    assert not run.problems, f"{run.outcome}: {run.message}\n" + "\n".join(run.problems)
+    if case_id == "kineto-deep-pg-config":
+        assert run.setup.address_space_bytes == 2 << 30 and run.main.seconds < 30
