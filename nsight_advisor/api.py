@@ -170,12 +170,18 @@ class Analysis:
         con, _ids = workflow.load(self.paths, store_path=self.store, use_cache=self.use_cache,
                                   progress=self.progress)
         try:
-            rel = workflow.store_sql(con, sql)
-            if rel is None:
-                raise InputError("query: the SQL returns no rows (write a select)")
             try:
+                rel = workflow.store_sql(con, sql)
+                if rel is None:
+                    raise InputError("query: the SQL returns no rows (write a select)")
                 out = fetch(rel)
-            except duckdb.Error as exc:
+            except (duckdb.Error, RuntimeError) as exc:
+                # Ctrl-C lands in DuckDB as its own error (InterruptException, or a RuntimeError from the fetch):
+                # the caller gets the KeyboardInterrupt it pressed for
+                if isinstance(exc, getattr(duckdb, "InterruptException", ())) or "interrupt" in str(exc).lower():
+                    raise KeyboardInterrupt from None
+                if not isinstance(exc, duckdb.Error):
+                    raise
                 raise InputError(f"query failed: {first_line(exc)}") from exc
             if hasattr(out, "read_all"):  # an Arrow reader: read it while the connection is open
                 out = out.read_all()
@@ -192,9 +198,15 @@ class Analysis:
         if format not in ("html", "json", "md", "sarif"):
             raise InputError(f"report: unknown format {format!r}; use html, json, md or sarif")
         if path is not None:
-            workflow.refuse_inputs_as_output(Path(path), self.paths)
+            workflow.refuse_inputs_as_output(Path(path), [*self.paths, *self._files_read()])
             workflow.write_report(self.result, format, Path(path))
         return render(self.result, format)
+
+    def _files_read(self) -> list[Path]:
+        """The configuration and rule files this analysis read (an output may not name them)."""
+        from nsight_advisor.engine.run_inputs import files_read
+
+        return files_read(config_path=self.settings.get("config_path"), rules_dirs=self.settings.get("rules_dirs", ()))
 
     def summary_line(self, where: str | Path | None = None) -> str:
         """One line: the findings counted by severity, the top one, and where the report went."""
@@ -234,7 +246,7 @@ class Analysis:
         ``path`` too when given. Returns the text."""
         text = comparison_report(self.compare(other), format, self, other)
         if path is not None:
-            workflow.refuse_inputs_as_output(Path(path), [*self.paths, *other.paths])
+            workflow.refuse_inputs_as_output(Path(path), [*self.paths, *other.paths, *self._files_read()])
             workflow.write_text_atomic(Path(path), text)
         return text
 

@@ -8,10 +8,9 @@ written to a file whose path is printed).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
-import tempfile
-import traceback
 from pathlib import Path
 
 # numpy's OpenBLAS starts a thread per core that spins after start-up (0.1 CPU-second per command, perf); the
@@ -22,7 +21,7 @@ import click  # noqa: E402
 
 from nsight_advisor.common.version import __version__  # noqa: E402
 from nsight_advisor.common.errors import NsightAdvisorError  # noqa: E402
-from nsight_advisor.common.text import first_line, printable  # noqa: E402
+from nsight_advisor.cli_messages import disk_full, escape_args, one_line, user_path, write_crash_report  # noqa: E402
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -61,7 +60,7 @@ class _Group(click.Group):
             click.echo(f"nsight-advisor: {exc.format_message()}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except NsightAdvisorError as exc:
-            click.echo(f"nsight-advisor: {_one_line(_escape_args(str(exc)))}", err=True)
+            click.echo(f"nsight-advisor: {one_line(escape_args(str(exc)))}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except KeyboardInterrupt as exc:
             click.echo("nsight-advisor: interrupted", err=True)
@@ -69,9 +68,9 @@ class _Group(click.Group):
         except BrokenPipeError:
             sys.exit(EXIT_OK)
         except OSError as exc:
-            full = _disk_full(exc)
+            full = disk_full(exc)
             if full is not None:
-                click.echo(f"nsight-advisor: {_one_line(_escape_args(full))}", err=True)
+                click.echo(f"nsight-advisor: {one_line(escape_args(full))}", err=True)
                 sys.exit(EXIT_BAD_INPUT)
             if exc.filename is None:
                 _internal_error(exc)
@@ -79,16 +78,16 @@ class _Group(click.Group):
             problem = exc.strerror or type(exc).__name__
             if isinstance(exc, (FileExistsError, NotADirectoryError)):
                 problem = "a file of that name is in the way of a folder"
-            where = _user_path(os.fsdecode(exc.filename))
-            click.echo(f"nsight-advisor: {_one_line(_escape_args(f'{where}: {problem}'))}", err=True)
+            where = user_path(os.fsdecode(exc.filename))
+            click.echo(f"nsight-advisor: {one_line(escape_args(f'{where}: {problem}'))}", err=True)
             sys.exit(EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: keep the details, show one line
             if _is_interrupt(exc):
                 click.echo("nsight-advisor: interrupted", err=True)
                 sys.exit(143 if 15 in _signals_seen else 130)  # 15: SIGTERM
-            full = _disk_full(exc)
+            full = disk_full(exc)
             if full is not None:
-                click.echo(f"nsight-advisor: {_one_line(_escape_args(full))}", err=True)
+                click.echo(f"nsight-advisor: {one_line(escape_args(full))}", err=True)
                 sys.exit(EXIT_BAD_INPUT)
             _internal_error(exc)
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
@@ -96,29 +95,6 @@ class _Group(click.Group):
 
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Python next runs so that ``finally`` blocks and atexit still clean up."""
-
-
-def _user_path(path: str) -> str:
-    """A temporary file's path as the user knows it: the folder its run folder is in (see run_folder)."""
-    from nsight_advisor.common.run_folder import PREFIX
-
-    marker = f"{os.sep}{PREFIX}"
-    return path.split(marker, 1)[0] if marker in path else path
-
-
-def _disk_full(exc: BaseException) -> str | None:
-    """'FOLDER: no space left on device' when a write (DuckDB's included) ran out of space, else None."""
-    import errno
-    import re
-
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"{_user_path(os.fsdecode(exc.filename or '?'))}: no space left on device"
-    text = str(exc)
-    if "No space left on device" not in text and "Disk quota exceeded" not in text:
-        return None
-    m = re.search(r'"([^"]+)"', text)
-    where = _user_path(m.group(1)) if m else "the store's folder"
-    return f"{where}: no space left on device (free some space, or point NSIGHT_ADVISOR_CACHE / --store elsewhere)"
 
 
 _signals_seen: list[int] = []
@@ -159,39 +135,22 @@ def _is_interrupt(exc: BaseException) -> bool:
     return bool(_signals_seen) and "interrupt" in str(exc).lower()
 
 
+def _out(text: str) -> None:
+    """A command's output on stdout, through the one terminal-safe writer (workflow.write_stdout): control
+    characters shown as escapes, a closed stdout an error (exit 2)."""
+    from nsight_advisor.workflow import write_stdout
+
+    write_stdout(text)
+
+
 def _internal_error(exc: BaseException) -> None:
-    details = _write_crash_report(exc)
+    details = write_crash_report(exc)
     click.echo(
-        f"nsight-advisor: internal error ({type(exc).__name__}: {_one_line(str(exc))}); "
+        f"nsight-advisor: internal error ({type(exc).__name__}: {one_line(str(exc))}); "
         f"please report it with the details in {details}",
         err=True,
     )
     sys.exit(EXIT_INTERNAL)
-
-
-def _escape_args(text: str) -> str:
-    """Command-line paths holding newlines or escapes, escaped inside ``text`` so the message stays one line."""
-    for arg in sys.argv[1:]:
-        if arg.isprintable():
-            continue
-        forms = {arg, os.path.abspath(arg), os.path.basename(arg)}
-        with contextlib.suppress(OSError, ValueError):
-            forms.add(str(Path(arg).resolve()))
-        for form in sorted(forms - {""}, key=len, reverse=True):
-            text = text.replace(form, printable(form))
-    return text
-
-
-def _one_line(text: str) -> str:
-    return first_line(printable(first_line(text)), limit=500)
-
-
-def _write_crash_report(exc: BaseException) -> str:
-    fd, path = tempfile.mkstemp(prefix="nsight-advisor-crash-", suffix=".txt")
-    with open(fd, "w", encoding="utf-8") as fh:
-        fh.write(f"nsight-advisor {__version__}\nargv: {sys.argv!r}\n\n")
-        fh.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-    return path
 
 
 @click.group(cls=_Group, epilog=_EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
@@ -268,7 +227,8 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     from nsight_advisor import api, workflow
 
     fmt = fmt or workflow.format_from_suffix(output)
-    workflow.refuse_inputs_as_output(output, [*captures, store_path, *baseline])
+    workflow.refuse_inputs_as_output(output, [*captures, store_path, *baseline,
+                                              *workflow.files_read(config_path=config_path, rules_dirs=rules_dirs)])
     run = api.open(
         *captures,
         store=store_path,
@@ -290,10 +250,17 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
     else:
         workflow.write_report(result, fmt, output)
     if output is not None and str(output) != "-" and Path(output).is_file():  # not a pipe or /dev/stdout
-        click.echo(run.summary_line(output))
+        _out(run.summary_line(output))
     if fail_on is not None and workflow.reaches(result, fail_on):
         return EXIT_FINDINGS
     return EXIT_OK
+
+
+def _finite(param: click.Parameter, value: float | None) -> float | None:
+    """A number option's value, refused when nan or infinite (nan compares false: the gate would never close)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a finite number, got {value!r}", param=param)
+    return value
 
 
 _COMPARE_EXIT_HELP = (
@@ -304,15 +271,17 @@ _COMPARE_EXIT_HELP = (
 
 
 @main.command(epilog=_COMPARE_EXIT_HELP)
-@click.argument("sides", nargs=-1, metavar="BASE HEAD", type=click.Path(path_type=Path))
-@click.option("--base", "base", multiple=True, type=click.Path(path_type=Path),
+# str, not Path: Path("") is ".", and an empty argument must be refused, not compared as the current folder
+@click.argument("sides", nargs=-1, metavar="BASE HEAD", type=click.Path())
+@click.option("--base", "base", multiple=True, type=click.Path(),
               help="A BASE capture or a directory of them (repeatable; instead of the two arguments).")
-@click.option("--head", "head", multiple=True, type=click.Path(path_type=Path),
+@click.option("--head", "head", multiple=True, type=click.Path(),
               help="A HEAD capture or a directory of them (repeatable).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the comparison here (default: stdout).")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "sarif", "html"]), default=None,
               help="Output format (default: from the -o suffix, .json, .sarif or .html, else md).")
 @click.option("--fail-on-regression", "fail_pct", type=click.FloatRange(min=0), metavar="PCT", default=None,
+              callback=lambda _ctx, param, value: _finite(param, value),
               help="Exit 1 when the run is significantly slower by at least PCT percent, or a significantly slower "
                    "kernel costs at least PCT percent of the run's time (the JSON's gate says which).")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache already holds the captures.")
@@ -338,7 +307,7 @@ def compare(sides, base, head, output, fmt, fail_pct, no_cache, config_path, qui
     base, head = resolve_sides(sides, base, head)
     suffix = output.suffix.lower() if output is not None else ""
     fmt = fmt or {".json": "json", ".sarif": "sarif", ".html": "html", ".htm": "html"}.get(suffix, "md")
-    workflow.refuse_inputs_as_output(output, [*base, *head])
+    workflow.refuse_inputs_as_output(output, [*base, *head, *workflow.files_read(config_path=config_path)])
     comparison, results = api.compare_paths(base, head, use_cache=not no_cache, progress=_progress_enabled(quiet),
                                             config=config_path)
     comparison["gate"] = api.regression_gate(comparison, fail_pct)
@@ -367,7 +336,7 @@ def ingest(captures, store_path, executor, ray_address, quiet):
 
     ids = api.ingest(*captures, store=store_path, progress=_progress_enabled(quiet), executor=executor,
                      ray_address=ray_address)
-    click.echo(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")
+    _out(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")
 
 
 @main.command()
@@ -382,7 +351,7 @@ def info(capture, fmt):
     """
     from nsight_advisor import api
 
-    click.echo(api.describe(capture, fmt))
+    _out(api.describe(capture, fmt))
 
 
 @main.command()
@@ -421,7 +390,7 @@ def query(source, sql, fmt):
     """
     from nsight_advisor import api
 
-    click.echo(api.query_text(source, sql, fmt), nl=False)
+    _out(api.query_text(source, sql, fmt))
 
 
 @main.group()
@@ -435,7 +404,7 @@ def rules_list(rules_dirs):
     """One line per rule: id, name, category, status."""
     from nsight_advisor import api
 
-    click.echo(api.list_rules(rules_dirs))
+    _out(api.list_rules(rules_dirs))
 
 
 @rules.command("show")
@@ -445,7 +414,7 @@ def rules_show(rule, rules_dirs):
     """Docs, parameters (defaults, units) and cited principles of one rule."""
     from nsight_advisor import api
 
-    click.echo(api.show_rule(rule, rules_dirs))
+    _out(api.show_rule(rule, rules_dirs))
 
 
 @rules.command("new")
@@ -456,7 +425,7 @@ def rules_new(name, directory):
     """Scaffold a rule folder that passes lint and whose example case passes."""
     from nsight_advisor import api
 
-    click.echo(api.new_rule(name, directory))
+    _out(api.new_rule(name, directory))
 
 
 @rules.command("test")
@@ -466,7 +435,7 @@ def rules_test(directory):
     from nsight_advisor import api
 
     text, ok = api.run_rule_tests(directory)
-    click.echo(text)
+    _out(text)
     return EXIT_OK if ok else EXIT_FINDINGS
 
 
@@ -477,7 +446,7 @@ def rules_lint(directory):
     from nsight_advisor import api
 
     text, ok = api.lint_rules(directory)
-    click.echo(text)
+    _out(text)
     return EXIT_OK if ok else EXIT_FINDINGS
 
 

@@ -73,6 +73,9 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
                           executor=executor)
     spill = None
     try:
+        from nsight_advisor.store.duplicates import refuse_merged_duplicates
+
+        refuse_merged_duplicates(con, ids, store.target if store.inputs is None else Path(paths[0]))
         key = store.result_key(ids, **keyed)
         cached = result_cache.read_result(key, result_from_dict) if use_cache else None
         if cached is not None:
@@ -106,6 +109,14 @@ def _unread_by_rules(settings: dict) -> frozenset[str]:
     except Exception:  # noqa: BLE001 - a broken rule or config is reported by the analysis itself
         return frozenset()
     return frozenset(DEFERRABLE) - read
+
+
+def files_read(*, config_path: Path | None = None, rules_dirs=()) -> list[Path]:
+    """The configuration and rule files a run with these settings reads: an output may not name them
+    (:func:`nsight_advisor.engine.run_inputs.files_read`)."""
+    from nsight_advisor.engine.run_inputs import files_read as read
+
+    return read(config_path=config_path, rules_dirs=rules_dirs)
 
 
 def format_from_suffix(output: Path | None) -> str:
@@ -189,4 +200,6 @@ def store_sql(con, sql: str):
     try:
         return con.sql(sql)
     except duckdb.Error as exc:
+        if isinstance(exc, getattr(duckdb, "InterruptException", ())):  # Ctrl-C, not a fault of the SQL
+            raise KeyboardInterrupt from None
         raise InputError(f"query failed: {first_line(exc)}") from exc

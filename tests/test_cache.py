@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRACES
+from nsight_advisor.common import cache_safety
 from nsight_advisor.store import cache as store_cache
 from nsight_advisor import workflow
 from nsight_advisor.common.errors import InputError
@@ -49,6 +50,11 @@ def _stores(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.duckdb"))
 
 
+def _names(folder: Path) -> list[str]:
+    """What ``folder`` holds, less the user's cache secret (cache_safety: it stays, by design)."""
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(cache_safety.SECRET_PREFIX))
+
+
 def _load_ids(paths, **kw):
     con, ids = workflow.load(paths, **kw)
     con.close()
@@ -77,7 +83,7 @@ def test_second_load_reuses_the_store(cache, capture):
     assert _stores(cache) == [store]
     after = store.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rebuilt
-    assert sorted(p.name for p in cache.iterdir()) == [store.name]  # no lock or temp files left
+    assert _names(cache) == [store.name]  # no lock or temp files left
 
 
 def test_changed_capture_is_reingested_and_the_stale_store_removed(cache, capture):
@@ -147,13 +153,13 @@ def test_failed_ingest_leaves_nothing_behind(cache, tmp_path):
     bad.write_bytes(SMALL.read_bytes()[:5000] if SMALL.exists() else b"SQLite format 3\x00" + b"\x00" * 100)
     with pytest.raises(InputError):
         workflow.load([bad])
-    assert not cache.exists() or list(cache.iterdir()) == []
+    assert not cache.exists() or _names(cache) == []
 
 
 def test_leftovers_of_a_killed_build_are_removed(cache, capture):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     target = store_cache.cached_store_path([capture.resolve()])
-    cache.mkdir()
+    cache.mkdir(exist_ok=True)  # computing the key creates it (with the secret)
     leftover = cache / f".{target.name}.build-{int(dead.stdout)}-0123abcd.tmp"
     leftover.write_bytes(b"half a store")
     # what else a killed build leaves beside it: DuckDB's spill folder, and any file named after the build
@@ -164,7 +170,7 @@ def test_leftovers_of_a_killed_build_are_removed(cache, capture):
     scratch.write_bytes(b"depths")
     _load_ids([capture])
     assert not leftover.exists() and not spill.exists() and not scratch.exists()
-    assert sorted(p.name for p in cache.iterdir()) == [target.name]
+    assert _names(cache) == [target.name]
 
 
 def test_two_processes_at_once_share_one_store(cache, tmp_path):
@@ -179,7 +185,7 @@ def test_two_processes_at_once_share_one_store(cache, tmp_path):
     assert outs[0][0] == outs[1][0]
     assert outs[0][0].splitlines()[1].startswith("1312,")  # CloverLeaf: 1312 kernels
     [store] = _stores(cache)
-    assert sorted(p.name for p in cache.iterdir()) == [store.name]
+    assert _names(cache) == [store.name]
     con, ids = workflow.load([MEDIUM])  # the store is complete and reused
     try:
         assert ids == [1] and con.execute("select count(*) from kernels").fetchone()[0] == 1312
@@ -204,7 +210,7 @@ def test_concurrent_fresh_ingests_never_corrupt_the_store(cache):
         assert p.returncode == 0, err
         assert out.strip() == "1312"
     [store] = _stores(cache)
-    assert sorted(p.name for p in cache.iterdir()) == [store.name]
+    assert _names(cache) == [store.name]
 
 
 def test_lock_is_exclusive_and_removed(tmp_path):

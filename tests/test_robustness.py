@@ -55,7 +55,31 @@ REQUIRED_KINDS = {
                          "rules-template-globals", "rules-template-huge-width", "rules-judge-not-imported",
                          "config-time-limit-inf", "config-time-limit-nan", "stdout-closed",
                          "kernels-without-device-id", "path-symlink-loop", "config-is-directory", "csv-utf16"],
+    # round three (issue 26), one entry per class of its list
+    "1 links in the cache folder": ["cache-store-link-to-capture", "cache-store-link-to-notes", "cache-results-link",
+                                    "cache-secret-planted"],
+    "2-5, 11 Kineto JSON past the reader's limits": [
+        "kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-header-long-integer",
+        "kineto-event-long-integer", "kineto-header-gib-string", "kineto-huge-exponents",
+        "kineto-gib-space-between-events", "kineto-gib-member-after-events"],
+    "6 -o naming an input the run reads": ["output-is-config", "output-is-rule-file", "output-is-found-config"],
+    "7 silently wrong": ["kineto-duplicate-ranks", "ingest-twice", "store-capture-twice", "sqlite-stringids-view"],
+    "8 numeric options": ["compare-fail-on-regression-nan", "compare-fail-on-regression-inf", "config-param-nan",
+                          "set-nan"],
+    "9 exit 3 on input": ["nvtx-nested-20000", "nvtx-nested-200000", "nvtx-flat-200000", "non-utf8-names-in-folders",
+                          "rules-query-dev-zero"],
+    "10 --ray-address not Ray": ["ray-address-http-server", "ray-address-silent-listener"],
+    "12 special files": ["rules-query-fifo", "rules-toml-fifo", "rules-cases-fifo", "config-fifo",
+                         "config-found-fifo"],
+    "13 terminal escapes": ["controls-compare-rules"],
+    "14 compare's helper": ["compare-killed-helper-ends", "compare-sigterm-helper-cleans"],
+    "15 smaller": ["stdout-closed-query", "stdout-closed-info", "stdout-closed-rules", "kineto-non-utf8-name",
+                   "waivers-100000", "kineto-event-long-integer"],
 }
+
+#: The round-three cases whose runs are held to a 2 GB address space (RLIMIT_AS): the memory cases.
+MEMORY_CASES = {"kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-header-gib-string",
+                "kineto-gib-space-between-events", "kineto-gib-member-after-events"}
 
 
 def _params():
@@ -113,6 +137,16 @@ def test_corpus_size_and_coverage():
         assert set(cases) <= set(ids), f"{kind}: {set(cases) - set(ids)} missing from the corpus"
     assert {c.expect for c in corpus.CASES} <= {"rejected", "analyzed", "either", "interrupted"}
     assert {c.group for c in corpus.CASES} <= set(corpus.GROUPS), "a case's class is missing from corpus.GROUPS"
+
+
+def test_memory_cases_run_under_a_2_gb_address_space(tmp_path):
+    """Each memory case's runs get RLIMIT_AS = 2 GB (its builder says so; the runner applies it)."""
+    by_id = {c.id: c for c in corpus.CASES}
+    for case_id in sorted(MEMORY_CASES):
+        assert getattr(by_id[case_id].build, "address_space_bytes", None) == 2 << 30, case_id
+    setup = by_id["kineto-deep-pg-config"].build(tmp_path)  # and the builder puts it on the run
+    assert setup.address_space_bytes == 2 << 30
+    assert corpus._limit_address_space(2 << 30) is not None and corpus._limit_address_space(None) is None
 
 
 def test_corpus_builders_are_deterministic(tmp_path):

@@ -18,6 +18,7 @@ from nsight_advisor.catalog import get_principle
 from nsight_advisor.engine.advice import text_tags
 from nsight_advisor.engine.rules import DOC_SECTIONS, Rule, load_rule, query_params, rule_folders
 from nsight_advisor.common.errors import RuleError
+from nsight_advisor.common.regular_file import read_regular_text
 
 _MESSAGE_NAMES = {"rows", "impact", "impact_ns", "impact_pct", "threshold", "observed", "group", "device_id", "top"}
 
@@ -113,7 +114,7 @@ def lint_rule(rule: Rule) -> list[Problem]:
         if name != "capture_id" and name not in rule.params:
             add(rule.query_path, f"${name}", f"not declared; add [params.{name}] to rule.toml or remove it")
     text_fields = _fields(rule.finding.message) + [f for part in _fix_parts(rule) for f in _fields(part[1])]
-    judge_text = (rule.folder / "judge.py").read_text(encoding="utf-8") if rule.judge else ""
+    judge_text = read_regular_text(rule.folder / "judge.py", RuleError) if rule.judge else ""
     for name in rule.params:
         used = (name in used_in_query or (rule.judgement and rule.judgement.param == name)
                 or name in text_fields or (judge_text and name in judge_text))

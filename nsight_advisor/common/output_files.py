@@ -9,6 +9,7 @@ import stat
 import sys
 from pathlib import Path
 
+from nsight_advisor.common.control_chars import terminal_safe
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.common.run_folder import release, temp_path
 
@@ -54,7 +55,8 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def _write_file(path: Path, text: str, *, shown: Path) -> None:
     try:
-        with open(path, "w", encoding="utf-8") as fh:
+        # backslashreplace: a file name that is not UTF-8 (a lone surrogate in the text) is written as its escape
+        with open(path, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
     except OSError as exc:
@@ -64,7 +66,7 @@ def _write_file(path: Path, text: str, *, shown: Path) -> None:
 def _write_direct(path: Path, text: str) -> None:
     """Write to a pipe or device in place (opening it for append never truncates or replaces a node)."""
     try:
-        with open(path, "a", encoding="utf-8") as fh:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
     except OSError as exc:
@@ -72,7 +74,9 @@ def _write_direct(path: Path, text: str) -> None:
 
 
 def write_stdout(text: str) -> None:
-    """The report on stdout; a closed or full stdout is an error (exit 2), not a silent loss."""
+    """``text`` on stdout through :func:`~nsight_advisor.common.control_chars.terminal_safe` (every command's output
+    goes this way); a closed or full stdout is an error (exit 2), not a silent loss."""
+    text = terminal_safe(text).encode("utf-8", "backslashreplace").decode("utf-8")  # file names not UTF-8
     try:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
@@ -80,4 +84,4 @@ def write_stdout(text: str) -> None:
         raise
     except (OSError, ValueError, AttributeError) as exc:
         problem = getattr(exc, "strerror", None) or "closed"
-        raise InputError(f"stdout: the report cannot be written ({problem})") from None
+        raise InputError(f"stdout: the output cannot be written ({problem})") from None

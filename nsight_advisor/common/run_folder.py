@@ -69,9 +69,11 @@ def cache_dir() -> Path:
 
 
 def _default_parent() -> Path:
+    from nsight_advisor.common.cache_safety import ensure_private_dir
+
     parent = cache_dir()
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(parent)
         if os.access(parent, os.W_OK):
             return parent
     except OSError:

@@ -427,16 +427,14 @@ def _analyze_in_background(paths: Sequence[Path], config_path: Path | None):
     """HEAD analyzed in a second process (:func:`nsight_advisor.compare.sides.main`: the analysis only, no report)
     while this one analyzes BASE: it leaves its store and result in the shared cache, where :func:`analyze_side`
     then finds them (docs/performance.md). None on a single usable core, where it would only compete."""
-    import subprocess
-    import sys
-
+    from nsight_advisor.common.child_lifecycle import start_helper
     from nsight_advisor.store.parallel_ingest import usable_cores
 
     if usable_cores() < 2:
         return None
-    cmd = [sys.executable, "-m", "nsight_advisor.compare.sides", *(["--config", str(config_path)] if config_path
-                                                                  is not None else []), "--", *map(str, paths)]
-    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # tied to this process's life (child_lifecycle): it ends, cleaning up, when this process ends in any way
+    return start_helper(["-m", "nsight_advisor.compare.sides", *(["--config", str(config_path)] if config_path
+                                                                 is not None else []), "--", *map(str, paths)])
 
 
 def compare_paths(base: Sequence[Path], head: Sequence[Path], *, use_cache: bool = True,
@@ -451,9 +449,10 @@ def compare_paths(base: Sequence[Path], head: Sequence[Path], *, use_cache: bool
         if helper is not None:
             helper.wait()
     finally:
-        if helper is not None and helper.poll() is None:  # BASE failed or the run was interrupted
-            helper.kill()
-            helper.wait()
+        if helper is not None:  # still running when BASE failed or the run was interrupted: stopped, cleaning up
+            from nsight_advisor.common.child_lifecycle import stop_helper
+
+            stop_helper(helper)
     # HEAD's analysis is now in the cache (or, should the helper have failed, made here and its error reported)
     h = analyze_side(head, use_cache=use_cache, progress=progress, config_path=config_path)
     comparison = compare_results(b[0], h[0], b[1], h[1], base_name=side_name(base), head_name=side_name(head),

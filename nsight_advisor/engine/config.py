@@ -25,6 +25,7 @@ Every mistake is a :class:`~nsight_advisor.common.errors.ConfigError` naming the
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ else:  # pragma: no cover - Python 3.10
 from nsight_advisor.engine.rules import Rule, find_rule
 from nsight_advisor.engine.waivers import Waiver, parse_waivers
 from nsight_advisor.common.errors import ConfigError, RuleError
+from nsight_advisor.common.regular_file import read_regular_text
 
 CONFIG_FILE = "nsight-advisor.toml"
 _KEYS = ("select", "ignore", "rules_dirs", "rule_time_limit_s", "rules", "gpu", "waive")
@@ -65,14 +67,14 @@ def find_config(config_path: Path | None, cwd: Path | None = None) -> Config:
         if path.is_dir():
             raise ConfigError(f"{path}: is a directory, expected a config file (nsight-advisor.toml or "
                               f"pyproject.toml)")
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"{path}: no such config file")
         data = _read(path)
         if path.name == "pyproject.toml":
             data = data.get("tool", {}).get("nsight-advisor", {})
         return parse_config(data, path)
     local = cwd / CONFIG_FILE
-    if local.is_file():
+    if local.exists():  # a FIFO or device there is refused by name (read_regular_text), not skipped silently
         return parse_config(_read(local), local)
     pyproject = cwd / "pyproject.toml"
     if pyproject.is_file():
@@ -82,9 +84,29 @@ def find_config(config_path: Path | None, cwd: Path | None = None) -> Config:
     return Config()
 
 
+#: Parsed config files by (path, size, mtime): a run reads its config several times (analysis, result key, outputs),
+#: and one of 100,000 waivers takes seconds to parse. Callers only read the tables.
+_PARSED: dict[tuple, dict] = {}
+
+
 def _read(path: Path) -> dict:
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:
+        key = None
+    if key is not None and key in _PARSED:
+        return _PARSED[key]
+    data = _parse(path)
+    if key is not None:
+        _PARSED.clear()  # one file kept: the run's config
+        _PARSED[key] = data
+    return data
+
+
+def _parse(path: Path) -> dict:
+    try:
+        return tomllib.loads(read_regular_text(path, ConfigError))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -138,7 +160,10 @@ def parse_text_value(text: str, type_name: str, where: str) -> Any:
         if type_name == "int":
             return int(text)
         if type_name == "float":
-            return float(text)
+            value = float(text)
+            if not math.isfinite(value):  # a nan threshold compares false: the rule would go silent
+                raise ConfigError(f"{where}: expected a finite number, got {text!r}")
+            return value
     except ValueError:
         raise ConfigError(f"{where}: expected {type_name}, got {text!r}; write a number") from None
     if type_name == "bool":

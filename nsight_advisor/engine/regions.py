@@ -15,7 +15,8 @@ most distinct paths, then the most operations), so that an NCCL kernel launched 
 is placed in those, and a kernel inside both a profiler step and a record_function range in the latter. Each finding gets the :data:`TOP_PATHS` paths with the
 largest shares, then ``(other)`` for the rest and ``(no NVTX range)`` for operations launched outside every range,
 so that the shares sum to 100. A finding whose operations cannot be told (host-wide findings, a kernel finding
-naming no kernel), or a capture without NVTX ranges (or with over :data:`MAX_RANGES` of them), gets an empty list.
+naming no kernel), or a capture without NVTX ranges (or with over :data:`MAX_RANGES` of them, or nested deeper than
+:data:`MAX_DEPTH`), gets an empty list.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 #: (docs/performance.md), and an export that large defers its NVTX table on the cold path anyway
 #: (nsight_advisor.ingest.nsys.export.DEFER_MIN_ROWS).
 MAX_RANGES = 250_000
+#: Captures whose push/pop ranges nest deeper than this get no regions: a path holds every range open around an
+#: operation, so its cost grows with the square of the depth (20,000 nested ranges, an unbalanced push in a loop,
+#: ran DuckDB out of memory); programs nest a few dozen levels.
+MAX_DEPTH = 64
 #: Paths listed per finding before the rest is summed as OTHER.
 TOP_PATHS = 5
 #: Paths listed in a capture's breakdown.
@@ -95,12 +100,13 @@ def _breakdown(con, cid: int) -> list[dict[str, Any]]:
 
 
 def _has_ranges(con, cid: int) -> bool:
-    """Whether the capture has push/pop ranges to place operations in, and few enough to do it on every analysis."""
-    count = sql_params.execute(con, """
-        select count(*) from nvtx_ranges
+    """Whether the capture has push/pop ranges to place operations in, few and shallow enough to do it on every
+    analysis."""
+    count, depth = sql_params.execute(con, """
+        select count(*), coalesce(max(depth), 0) from nvtx_ranges
         where capture_id = $c and event_type = 'push_pop' and tid is not null and end_ns > start_ns
-        """, {"c": cid}).fetchone()[0]
-    return 0 < count <= MAX_RANGES
+        """, {"c": cid}).fetchone()
+    return 0 < count <= MAX_RANGES and depth <= MAX_DEPTH
 
 
 def _prepare_op_regions(con, cid: int) -> None:

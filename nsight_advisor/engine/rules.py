@@ -19,6 +19,7 @@ from nsight_advisor.engine.toml_checked import (  # noqa: F401 - PARAM_TYPES, co
     PARAM_TYPES, TomlTable, coerce_value, locate, read_toml,
 )
 from nsight_advisor.common.errors import RuleError
+from nsight_advisor.common.regular_file import is_regular, read_regular_text
 from nsight_advisor.schema.tables import table_names
 from nsight_advisor.schema.views import analysis_view_names
 
@@ -178,9 +179,11 @@ def load_rule(folder: Path, *, builtin: bool = False) -> Rule:
 
     query_path = folder / "query.sql"
     try:
-        query = query_path.read_text(encoding="utf-8")
+        query = read_regular_text(query_path, RuleError)
     except FileNotFoundError:
         raise RuleError(f"{query_path}: missing; write the rule's SELECT there (docs/rule-format.md)") from None
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{query_path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not query.strip():
         raise RuleError(f"{query_path}: empty; write the rule's SELECT there")
 
@@ -356,6 +359,8 @@ class LazyJudge:
 
 
 def _load_judge(path: Path) -> Callable[[dict, dict], bool]:
+    if not is_regular(path):  # importing a FIFO blocks forever, a device never ends
+        raise RuleError(f"{path}: not a regular file (a pipe, socket or device); judge.py must be a Python file")
     spec = importlib.util.spec_from_file_location(f"nsight_advisor_judge_{abs(hash(str(path)))}", path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -371,12 +376,12 @@ def _load_judge(path: Path) -> Callable[[dict, dict], bool]:
 def rule_folders(directory: Path) -> list[Path]:
     """The rule folders in ``directory`` (or ``directory`` itself when it is one), sorted by name."""
     directory = Path(directory)
-    if (directory / "rule.toml").is_file():
+    if (directory / "rule.toml").exists():  # a FIFO or folder there is refused by load_rule, not skipped
         return [directory]
     if not directory.is_dir():
         what = "is a file, not a rules folder" if directory.exists() else "no such rules folder"
         raise RuleError(f"{directory}: {what}; pass a folder of rule folders (each with rule.toml)")
-    return sorted(p for p in directory.iterdir() if p.is_dir() and (p / "rule.toml").is_file())
+    return sorted(p for p in directory.iterdir() if p.is_dir() and (p / "rule.toml").exists())
 
 
 def load_rules(rules_dirs: Iterable[Path] = (), *, include_builtin: bool = True) -> list[Rule]:

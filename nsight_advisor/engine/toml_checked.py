@@ -5,6 +5,7 @@ TOML parsers do not report positions, so :func:`locate` finds a key's line by a 
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from nsight_advisor.common.errors import RuleError
+from nsight_advisor.common.regular_file import read_regular_text
 
 PARAM_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
@@ -82,7 +84,7 @@ def locate(path: Path, prefix: str, name: str) -> str:
     when the key is missing.
     """
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_regular_text(path, OSError).splitlines()
     except (OSError, UnicodeDecodeError):
         return str(path)
     section = prefix.rstrip(".")
@@ -145,13 +147,15 @@ def coerce_value(value: Any, type_name: str, where: str) -> Any:
     if not isinstance(value, expected):
         hint = "remove the quotes" if isinstance(value, str) and type_name != "str" else f"write a {type_name}"
         raise RuleError(f"{where}: expected {type_name}, got {type(value).__name__} {value!r}; {hint}")
+    if type_name == "float" and not math.isfinite(value):  # a nan threshold compares false: the rule goes silent
+        raise RuleError(f"{where}: expected a finite number, got {value!r}")
     return value
 
 
 def read_toml(path: Path) -> dict:
     """Parse a TOML file; RuleError with the file and line when it is not valid TOML."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, RuleError)
     except FileNotFoundError:
         raise RuleError(f"{path}: missing; every rule folder needs rule.toml, query.sql and cases.toml") from None
     except UnicodeDecodeError as exc:

@@ -96,8 +96,30 @@ def check_rules(waivers: Iterable[Waiver], rules: list, source: str) -> None:
 
 
 def subject_matches(pattern: str, texts: Iterable[str]) -> bool:
-    """True when ``pattern`` (exact text or a glob: ``*``, ``?``, ``[...]``) matches one of ``texts``."""
-    return any(t == pattern or fnmatchcase(t, pattern) for t in texts)
+    """True when ``pattern`` (exact text or a glob: ``*``, ``?``, ``[...]``) matches one of ``texts``.
+
+    A pattern whose only wildcard is ``*`` (the usual kind) is matched by plain string search: compiling each of
+    100,000 waivers' globs to a regular expression (fnmatch, whose cache holds 32,768) took minutes."""
+    if "?" in pattern or "[" in pattern:
+        return any(t == pattern or fnmatchcase(t, pattern) for t in texts)
+    return any(_star_match(t, pattern) for t in texts)
+
+
+def _star_match(text: str, pattern: str) -> bool:
+    """``fnmatchcase(text, pattern)`` for a pattern with no wildcard but ``*``."""
+    parts = pattern.split("*")
+    if len(parts) == 1:
+        return text == pattern
+    head, tail = parts[0], parts[-1]
+    if len(text) < len(head) + len(tail) or not text.startswith(head) or not text.endswith(tail):
+        return False
+    pos, end = len(head), len(text) - len(tail)
+    for middle in parts[1:-1]:
+        found = text.find(middle, pos, end)
+        if found < 0:
+            return False
+        pos = found + len(middle)
+    return True
 
 
 def _finding_texts(f: dict) -> list[str]:
@@ -109,7 +131,8 @@ def waiver_for(finding: dict, waivers: Iterable[Waiver]) -> Waiver | None:
     """The waiver that applies to ``finding`` (a Finding's ``to_dict()``): the first unexpired one matching its
     rule (id or name) and subject, else the first expired one (reported, not applied), else None."""
     keys = {str(finding.get("rule_id") or "").casefold(), str(finding.get("rule_name") or "").casefold()}
-    matching = [w for w in waivers if w.rule.casefold() in keys and subject_matches(w.subject, _finding_texts(finding))]
+    texts = _finding_texts(finding)  # once per finding, not once per waiver
+    matching = [w for w in waivers if w.rule.casefold() in keys and subject_matches(w.subject, texts)]
     return next((w for w in matching if not w.expired), matching[0] if matching else None)
 
 

@@ -1,7 +1,8 @@
 """The cache of trace stores: where cached stores live, when a store can be reused, and how one is built.
 
 A second analysis of an unchanged capture reuses the store the first one built (the key is every input's
-resolved path, size and mtime plus our schema version). A store is always built in a temporary file in
+resolved path, size and mtime plus our schema version, hashed with the user's secret: see cache_safety, which
+also keeps every entry of the cache from being followed through a link). A store is always built in a temporary file in
 the same folder and renamed over the target in one step, so a reader never sees a half-built store, and
 an exclusive lock file beside the target makes a second process that wants the same store wait for the
 first instead of building it twice.
@@ -18,10 +19,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
 
-from nsight_advisor.common.version import SCHEMA_VERSION
-from nsight_advisor.common import sql_params
+from nsight_advisor.common import cache_safety, sql_params
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.common.run_folder import cache_dir  # noqa: F401 - where the cache is, part of this API
+from nsight_advisor.common.version import SCHEMA_VERSION
 
 try:
     import fcntl
@@ -38,13 +39,14 @@ _TMP_SUFFIX = ".tmp"
 
 
 def cache_key(paths: Sequence[Path]) -> str:
-    """Key of a cached store: ``PATHS-STATE``, hashes of the inputs' resolved paths and of their size, mtime, our
-    schema version and the derived views' SQL.
+    """Key of a cached store: ``PATHS-STATE``, hashes (seeded with the user's secret) of the inputs' resolved paths
+    and of their size, mtime, our schema version and the derived views' SQL.
 
     The first half names the inputs only, so a rebuilt store for re-exported captures replaces the stale
     one instead of piling up beside it.
     """
-    names = hashlib.sha256()
+    # The user's secret makes the name unguessable to other users of a shared cache folder (cache_safety).
+    names = hashlib.sha256(cache_safety.user_secret(cache_dir()).encode())
     state = hashlib.sha256(f"schema={SCHEMA_VERSION}|views={_views_digest()}".encode())
     for p in paths:
         st = p.stat()
@@ -81,8 +83,8 @@ def open_if_current(store_path: Path, paths: Sequence[Path], *, keyed: bool,
 
     from nsight_advisor.store.database import connect
 
-    if not store_path.is_file():
-        return None
+    if not store_path.is_file() or (keyed and cache_safety.is_link_or_foreign(store_path)):
+        return None  # a cache entry that is a link, or not this user's, is never read (it is rebuilt)
     try:
         con = connect(store_path, read_only=True)
     except InputError:
@@ -179,11 +181,11 @@ def build_lock(store_path: Path, *, progress: bool = False) -> Iterator[None]:
         yield
         return
     lock_path = store_path.with_name(store_path.name + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    cache_safety.ensure_private_dir(lock_path.parent)
     told = False
     deadline = time.monotonic() + lock_wait_s()
     while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = cache_safety.open_lock(lock_path)  # never through a link: the lock file is truncated below
         try:
             while True:
                 try:
@@ -206,7 +208,7 @@ def build_lock(store_path: Path, *, progress: bool = False) -> Iterator[None]:
         # The holder before us unlinks the lock file when done; a lock on that unlinked file guards
         # nothing, so lock the file now at the path instead.
         try:
-            same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+            same = os.fstat(fd).st_ino == os.lstat(lock_path).st_ino
         except FileNotFoundError:
             same = False
         if same:
@@ -239,8 +241,10 @@ def build_store(target: Path, fill: Callable[[duckdb.DuckDBPyConnection], None])
     """
     from nsight_advisor.store.database import atomic_store
 
+    cache_safety.check_entry(target)
     remove_dead_temp_files(target)
-    with atomic_store(target, fresh=True) as con:
+    # follow=False: a link at ``target`` is replaced itself; the file it names is never written.
+    with atomic_store(target, fresh=True, follow=False) as con:
         fill(con)
 
 
@@ -250,7 +254,7 @@ def remove_dead_temp_files(target: Path) -> None:
         pid = path.name[len(target.name) + 8:].split("-", 1)[0]
         if not pid.isdigit() or _pid_alive(int(pid)):
             continue
-        if path.is_dir():  # DuckDB's spill folder beside the build (``<build>.tmp``)
+        if path.is_dir() and not path.is_symlink():  # DuckDB's spill folder beside the build (``<build>.tmp``)
             shutil.rmtree(path, ignore_errors=True)
             continue
         with contextlib.suppress(FileNotFoundError):

@@ -43,17 +43,19 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -
 
 
 @contextlib.contextmanager
-def atomic_store(path: str | os.PathLike, *, fresh: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+def atomic_store(path: str | os.PathLike, *, fresh: bool = False,
+                 follow: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
     """Yield a connection to a temporary store beside ``path``; rename it over ``path`` on success.
 
     The temporary store starts as a copy of the store at ``path`` (so captures can be added to it), or empty
     with ``fresh=True``. On any error the temporary file is removed and the store at ``path`` is left exactly
     as it was. The temporary store lives in this run's folder beside ``path`` (:mod:`nsight_advisor.common.run_folder`:
     same file system for the rename, short names whatever the target's name, reclaimed after a SIGKILL).
+    ``follow=False`` (cache entries): a symbolic link at ``path`` is replaced by the store, never followed.
     """
     from nsight_advisor.common.run_folder import release, temp_path
 
-    target = Path(path).resolve()
+    target = Path(path).resolve() if follow else Path(path).parent.resolve() / Path(path).name
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(".duckdb", near=target.parent)
     try:

@@ -168,6 +168,9 @@ def ingest_to_store(paths: Iterable[Path], store_path: Path, *, progress: bool =
     target = Path(store_path).resolve()
     check_store_target(target, Path(store_path))
     with store_cache.build_lock(target, progress=progress), atomic_store(target) as con:
+        from nsight_advisor.store.duplicates import refuse_already_stored
+
+        refuse_already_stored(con, resolved, Path(store_path))
         first = next_capture_id(con)
         ids = list(range(first, first + len(resolved)))
         ingest_many(con, list(zip(ids, resolved)), work_dir=target.parent, progress=progress, executor=executor)

@@ -116,10 +116,41 @@ def _reachable(address: str) -> None:
     if address == "auto" or not host or not port.isdigit():
         return  # ``auto`` is found (or not) at once by Ray; any other form is Ray's to judge
     try:
-        socket.create_connection((host, int(port)), timeout=5).close()
+        sock = socket.create_connection((host, int(port)), timeout=5)
     except OSError as exc:
         raise NsightAdvisorError(f"--ray-address {address}: no Ray cluster answers there "
                                  f"({exc.strerror or type(exc).__name__}); start one with `ray start --head`") from None
+    with sock:
+        answer = _grpc_answer(sock)
+    if answer is not None:  # Ray's own client would log and retry for minutes (or crash) talking to it
+        raise NsightAdvisorError(f"--ray-address {address}: not a Ray cluster ({answer}); give the address "
+                                 "`ray start --head` printed")
+
+
+#: What an HTTP/2 client sends first (RFC 9113 3.4), then an empty SETTINGS frame; a gRPC server (Ray's GCS and
+#: its client server are gRPC) answers with a SETTINGS frame of its own.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _grpc_answer(sock: socket.socket, timeout_s: float = 5.0) -> str | None:
+    """None when the service on ``sock`` answers as an HTTP/2 (gRPC) server does; else what it did instead."""
+    sock.settimeout(timeout_s)
+    try:
+        sock.sendall(_H2_PREFACE)
+        head = b""
+        while len(head) < 9:
+            chunk = sock.recv(9 - len(head))
+            if not chunk:
+                return "it closed the connection without an HTTP/2 answer"
+            head += chunk
+    except socket.timeout:
+        return f"no HTTP/2 answer within {timeout_s:g} s"
+    except OSError as exc:
+        return f"the connection failed: {exc.strerror or type(exc).__name__}"
+    if head[3] == 4:  # a SETTINGS frame
+        return None
+    shown = head.decode("ascii", "replace").split("\r", 1)[0]
+    return f"it answered {shown!r}, not HTTP/2" if shown.isprintable() else "it answered, not in HTTP/2"
 
 
 def _get(ray, ref, path: Path, retries: int):
@@ -130,3 +161,9 @@ def _get(ray, ref, path: Path, retries: int):
             ray.exceptions.ObjectLostError) as exc:
         raise NsightAdvisorError(f"{path}: the Ray worker ingesting it died {retries + 1} times "
                                  f"({type(exc).__name__}); see the cluster's logs") from None
+    except ray.exceptions.RayTaskError:
+        raise  # our own task failed: a bug, reported as one
+    except (ray.exceptions.RayError, ConnectionError) as exc:  # the cluster went away (stopped, lost its head)
+        raise NsightAdvisorError(f"{path}: the Ray cluster failed while ingesting it ({type(exc).__name__}: "
+                                 f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}); see the "
+                                 "cluster's logs") from None

@@ -19,8 +19,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from nsight_advisor.common.version import __version__
+from nsight_advisor.common import cache_safety
 from nsight_advisor.common.run_folder import release, temp_path
+from nsight_advisor.common.version import __version__
 from nsight_advisor.store.cache import cache_dir
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the nsight_advisor package
@@ -48,11 +49,11 @@ def result_key(store: Path, capture_ids: Sequence[int], *, config: Any, rules_di
                  list(overrides), list(select), list(ignore), window, gpu):
         state.update(repr(part).encode() + b"\0")
     for folder in folders:
-        state.update(f"{folder.resolve()}\0".encode())
+        state.update(os.fsencode(f"{folder.resolve()}\0"))  # fsencode: a file name need not be UTF-8
         for entry in _files(folder):
             fst = entry.stat()
-            state.update(f"{entry.path}|{fst.st_size}|{fst.st_mtime_ns}\0".encode())
-    where = hashlib.sha256(str(store).encode()).hexdigest()[:16]
+            state.update(os.fsencode(f"{entry.path}|{fst.st_size}|{fst.st_mtime_ns}\0"))
+    where = hashlib.sha256(os.fsencode(str(store))).hexdigest()[:16]
     return f"{where}-{state.hexdigest()[:24]}"
 
 
@@ -88,10 +89,12 @@ Decode = Callable[[dict], Any]
 
 def read_result(key: str, decode: Decode) -> Any | None:
     """The cached result under ``key`` (``decode`` of its JSON), or None (absent or unreadable)."""
-    path = results_dir() / f"{key}.json"
+    text = cache_safety.read_private_text(results_dir() / f"{key}.json")  # never through a link
+    if text is None:
+        return None
     try:
-        result = decode(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError, KeyError):
+        result = decode(json.loads(text))
+    except (ValueError, TypeError, KeyError):
         return None
     result._cache_key = key
     return result
@@ -110,8 +113,9 @@ def write_result(key: str, result: Any, decode: Decode) -> bool:
     if json.loads(text) != doc or decode(json.loads(text)).to_dict() != doc:
         return False  # would not come back identical (tuples, non-JSON values): not worth a surprise
     folder = results_dir()
+    if not cache_safety.usable_subdir(folder):  # a link or another user's folder: nothing is kept there
+        return False
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         tmp = temp_path(".tmp", near=folder)
         try:
             tmp.write_text(text, encoding="utf-8")
@@ -143,17 +147,14 @@ def read_rendered(result: Any, fmt: str) -> str | None:
     key = getattr(result, "_cache_key", None)
     if key is None:
         return None
-    try:
-        return _rendered_path(key, result, fmt).read_text(encoding="utf-8")
-    except (OSError, ValueError):
-        return None
+    return cache_safety.read_private_text(_rendered_path(key, result, fmt))
 
 
 def write_rendered(result: Any, fmt: str, text: str) -> None:
     """Keep ``text``, ``result`` rendered as ``fmt``, beside the cached result (only while that is kept)."""
     key = getattr(result, "_cache_key", None)
     folder = results_dir()
-    if key is None or not (folder / f"{key}.json").exists():
+    if key is None or not (folder / f"{key}.json").exists() or not cache_safety.usable_subdir(folder):
         return
     target = _rendered_path(key, result, fmt)
     try:
@@ -173,7 +174,7 @@ def write_rendered(result: Any, fmt: str, text: str) -> None:
 
 def forget_store(store: Path) -> None:
     """Drop the cached results of the store at ``store`` (called when the store is rebuilt or removed)."""
-    where = hashlib.sha256(str(Path(store).resolve()).encode()).hexdigest()[:16]
+    where = hashlib.sha256(os.fsencode(str(Path(store).resolve()))).hexdigest()[:16]
     for old in results_dir().glob(f"{where}-*"):
         with contextlib.suppress(FileNotFoundError):
             old.unlink()

@@ -2,13 +2,13 @@
 
 A Kineto trace is Chrome-trace JSON, usually gzipped: one object whose ``traceEvents`` array holds every event,
 and beside it ``schemaVersion``, ``deviceProperties`` and ``distributedInfo``, which Kineto writes before the
-events (``traceName`` and ``baseTimeNanoseconds`` come after them and are not read). The header is read with
-ijson's token parser up to the ``traceEvents`` key; the events with the standard library's C scanner
-(:mod:`.json_stream`), which builds one small dict per event and keeps nothing else (docs/performance.md compares
-it with ijson's C backend and DuckDB's JSON reader).
+events (``traceName`` and ``baseTimeNanoseconds`` come after them and are not read). The header and the events
+are read with the standard library's C scanner (:mod:`.json_stream`), within the reader's limits on a value's
+length, a number's size and nesting, which builds one small dict per event and keeps nothing else
+(docs/performance.md compares it with ijson's C backend and DuckDB's JSON reader).
 
-Numbers with a fraction come out of either parser as ``decimal.Decimal`` built from the file's own digits, so a
-timestamp in microseconds becomes integer nanoseconds exactly (:func:`to_ns`), with no float in between.
+Numbers with a fraction come out as ``decimal.Decimal`` built from the file's own digits, so a timestamp in
+microseconds becomes integer nanoseconds exactly (:func:`to_ns`), with no float in between.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from nsight_advisor.common.errors import InputError
-from nsight_advisor.ingest.kineto.json_stream import BadJSON, TruncatedJSON, iter_array
+from nsight_advisor.ingest.kineto.json_stream import BadJSON, JSONLimit, TruncatedJSON, iter_array, members_before
 from nsight_advisor.common.text import first_line
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -63,62 +63,25 @@ def open_text(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if gz else open(path, "rb")
 
 
-def _ijson():
-    """ijson's C backend (``yajl2_c``, shipped in its wheels); its pure-Python one only where the C one is absent
-    (the same results, several times slower)."""
-    import ijson
-
-    try:
-        return ijson.get_backend("yajl2_c")
-    except ImportError:
-        return ijson
-
-
 def read_header(path: Path) -> dict:
     """The top-level members written before ``traceEvents`` (schemaVersion, deviceProperties, distributedInfo...).
 
-    Raises InputError when the file is not a JSON object or has no ``traceEvents`` array.
+    Read with the same bounded reader as the events (:func:`~.json_stream.members_before`). Raises InputError when
+    the file is not a JSON object, has no ``traceEvents`` array, or passes one of the reader's limits.
     """
-    ijson = _ijson()
-    header: dict = {}
     try:
         with open_text(path) as fh:
-            events = ijson.parse(fh, buf_size=64 * 1024)
-            prefix, event, value = next(events, (None, None, None))
-            if event != "start_map":
-                raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (its top level is no object)")
-            for prefix, event, value in events:
-                if prefix == "" and event == "map_key":
-                    if value == "traceEvents":
-                        if next(events, (None, None, None))[1] != "start_array":
-                            raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (traceEvents is no "
-                                             "array)")
-                        return header
-                    header[value] = _build(events)
-                elif prefix == "" and event == "end_map":
-                    break
-    except InputError:
-        raise
+            header = members_before(fh, "traceEvents", read_bytes=READ_BYTES)
+    except BadJSON as exc:
+        text = str(exc)
+        if text in ("its top level is no object", "traceEvents is no array"):
+            raise InputError(f"{path}: JSON that is not a PyTorch profiler trace ({text})") from None
+        raise input_error(path, exc) from None
     except Exception as exc:  # noqa: BLE001 - every read or parse error of the input becomes one line
         raise input_error(path, exc) from None
-    raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (no traceEvents array)")
-
-
-def _build(events: Iterator[tuple]):
-    """The value that starts with the next parse event, as Python objects (a header value: small)."""
-    from ijson.common import ObjectBuilder
-
-    builder = ObjectBuilder()
-    depth = 0
-    for _prefix, event, value in events:
-        builder.event(event, value)
-        if event in ("start_map", "start_array"):
-            depth += 1
-        elif event in ("end_map", "end_array"):
-            depth -= 1
-        if depth == 0:
-            return builder.value
-    raise EOFError("the file ends inside the header")
+    if header is None:
+        raise InputError(f"{path}: JSON that is not a PyTorch profiler trace (no traceEvents array)")
+    return header
 
 
 def iter_events(path: Path) -> Iterator[dict]:
@@ -134,9 +97,11 @@ def iter_events(path: Path) -> Iterator[dict]:
 
 def input_error(path: Path, exc: BaseException) -> InputError:
     """One line saying why the trace at ``path`` cannot be read, for a read or parse error ``exc``."""
-    from ijson.common import IncompleteJSONError, JSONError
-
     text = first_line(exc)
+    if isinstance(exc, JSONLimit):
+        return InputError(f"{path}: {text[:200]}; a limit of the trace reader (docs/robustness.md)")
+    if isinstance(exc, RecursionError):
+        return InputError(f"{path}: values nested too deeply for the trace reader (docs/robustness.md)")
     if isinstance(exc, TruncatedJSON):
         return InputError(f"{path}: truncated JSON (the file ends inside the trace); copy the trace again")
     if isinstance(exc, BadJSON):
@@ -145,10 +110,6 @@ def input_error(path: Path, exc: BaseException) -> InputError:
         return InputError(f"{path}: truncated gzip file ({text}); copy the trace again")
     if isinstance(exc, (zlib.error, gzip.BadGzipFile)):
         return InputError(f"{path}: corrupt gzip data ({text})")
-    if isinstance(exc, IncompleteJSONError) and ("incomplete" in text.lower() or "premature eof" in text.lower()):
-        return InputError(f"{path}: truncated JSON (the file ends inside the trace); copy the trace again")
-    if isinstance(exc, JSONError):
-        return InputError(f"{path}: not valid JSON ({text[:200]})")
     if isinstance(exc, UnicodeDecodeError):
         return InputError(f"{path}: not UTF-8 text ({text[:200]})")
     if isinstance(exc, OSError):

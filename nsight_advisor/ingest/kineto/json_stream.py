@@ -5,7 +5,13 @@ a window of the file (:data:`READ_BYTES` at a time, more while one value is long
 element of the array, so memory holds the window and one element, never the file. It is the same parser
 ``json.loads`` uses, which decodes a Kineto trace's events in about 30% less CPU time than ijson's C backend
 (docs/performance.md). Numbers with a fraction or an exponent come out as ``decimal.Decimal`` from the file's own
-digits; whole numbers as ``int``; ``NaN`` and ``Infinity`` (not JSON) are refused.
+digits (rounded to 60 significant digits); whole numbers as ``int``; ``NaN`` and ``Infinity`` (not JSON) are refused.
+
+The reader has limits, so that no input costs more than time and memory in proportion to its size
+(:class:`JSONLimit`, docs/robustness.md): one value (an event, a header member, a string) of at most
+:data:`MAX_VALUE_CHARS` characters; numbers within ±10^:data:`MAX_EXPONENT`; whole numbers of at most
+Python's 4,300 digits; values nested as deep as the scanner's recursion allows (about 900 levels). Space between
+values is dropped as it is read, never held.
 
 Everything after the array is read too, up to the object's closing brace, so a file cut short anywhere is
 reported (:class:`TruncatedJSON`), as is text that is not JSON (:class:`BadJSON`, with its character offset).
@@ -14,9 +20,9 @@ reported (:class:`TruncatedJSON`), as is text that is not JSON (:class:`BadJSON`
 from __future__ import annotations
 
 import codecs
+import decimal
 import json
 import re
-from decimal import Decimal
 from typing import IO, Iterator
 
 #: Bytes read from the file per refill of the window.
@@ -33,6 +39,18 @@ _CUT_TAIL = re.compile(r"(?:n(?:u(?:ll?)?)?|t(?:r(?:ue?)?)?|f(?:a(?:l(?:se?)?)?)
 # Characters left in the window below which the element loop refills it first.
 _AHEAD = 64 * 1024
 
+#: Longest single value (an event, a header member, a string) in characters: a trace's events are a few hundred
+#: characters and its header a few kilobytes; a longer value is refused rather than held in memory.
+MAX_VALUE_CHARS = 16 << 20
+
+#: Largest decimal exponent of a number (as a double's): 1e999990 would cost a minute of CPU to convert.
+MAX_EXPONENT = 308
+
+# Fractional numbers: Decimals of the file's digits, rounded to 60 significant digits (more than any time stamp
+# needs), an exponent beyond ±MAX_EXPONENT refused (tiny ones become 0).
+_NUMBERS = decimal.Context(prec=60, Emax=MAX_EXPONENT, Emin=-MAX_EXPONENT,
+                           traps=[decimal.Overflow, decimal.InvalidOperation])
+
 
 class TruncatedJSON(ValueError):
     """The text ends inside the JSON value."""
@@ -40,6 +58,21 @@ class TruncatedJSON(ValueError):
 
 class BadJSON(ValueError):
     """The text is not JSON; the message says what was expected and at which character."""
+
+
+class JSONLimit(ValueError):
+    """The text is JSON (or may be) but passes one of the reader's limits; the message says which and where."""
+
+
+def _limit_error(exc: BaseException, where: str) -> JSONLimit:
+    """The reader's limit that ``exc``, raised by the scanner, stands for."""
+    if isinstance(exc, RecursionError):
+        return JSONLimit(f"values nested too deeply (more than the reader's recursion limit) {where}")
+    if isinstance(exc, ArithmeticError):
+        return JSONLimit(f"a number beyond 1e{MAX_EXPONENT} {where}")
+    if "digits" in str(exc):
+        return JSONLimit(f"a whole number of more than 4,300 digits {where}")
+    return JSONLimit(f"{str(exc)[:100]} {where}")
 
 
 def _refuse_constant(name: str):
@@ -53,7 +86,7 @@ class _Window:
         self.fh, self.read_bytes = fh, read_bytes
         self.decode = codecs.getincrementaldecoder("utf-8-sig")().decode  # a split character waits for its rest
         self.buf, self.pos, self.offset, self.eof = "", 0, 0, False
-        decoder = json.JSONDecoder(parse_float=Decimal, parse_constant=_refuse_constant)
+        decoder = json.JSONDecoder(parse_float=_NUMBERS.create_decimal, parse_constant=_refuse_constant)
         self.scan = decoder.scan_once
 
     def refill(self) -> bool:
@@ -62,6 +95,8 @@ class _Window:
         if self.eof:
             return False
         pending = len(self.buf) - self.pos
+        if pending > MAX_VALUE_CHARS:
+            raise JSONLimit(f"a value longer than {MAX_VALUE_CHARS:,} characters at character {self.offset + self.pos:,}")
         data = self.fh.read(max(self.read_bytes, pending))
         try:
             text = self.decode(data, final=not data)
@@ -109,6 +144,10 @@ class _Window:
                     exc.msg.startswith("Invalid \\uXXXX") and exc.pos > len(self.buf) - 6)
                 self.retry_or_raise(exc.msg, exc.pos, cut)
                 continue
+            except BadJSON:
+                raise
+            except (ValueError, ArithmeticError, RecursionError) as exc:
+                raise _limit_error(exc, f"in the value at character {self.offset + self.pos:,}") from None
             if end > len(self.buf) - _CUT_MARGIN and self.refill():  # a number ("1." of "1.5") may be cut
                 continue
             self.pos = end
@@ -124,18 +163,20 @@ class _Window:
         self.bad(what[:1].lower() + what[1:], pos)
 
     def after_element(self) -> bool:
-        """Past the comma or bracket after an array element: True when another element follows."""
+        """Past the comma or bracket after an array element: True when another element follows.
+
+        Space is dropped as it is read (a refill keeps only the unread text), so a long run of it costs time in
+        proportion to its length and no memory."""
         while True:
-            m = _AFTER_ELEMENT.match(self.buf, self.pos)
-            if m is not None and (m.end() < len(self.buf) or self.eof):
-                self.pos = m.end()
-                return m.group(1) == ","
-            if m is None:
-                rest = _SPACE.match(self.buf, self.pos).end()
-                if rest < len(self.buf):
-                    self.bad("expecting ',' or ']' after an array element", rest)
-            if not self.refill():
+            self.skip_space()
+            if self.pos >= len(self.buf):
                 raise TruncatedJSON("the text ends inside the JSON")
+            char = self.buf[self.pos]
+            if char not in ",]":
+                self.bad("expecting ',' or ']' after an array element")
+            self.pos += 1
+            self.skip_space()
+            return char == ","
 
 
 def iter_array(fh: IO[bytes], key: str, *, read_bytes: int = READ_BYTES) -> Iterator:
@@ -175,7 +216,7 @@ def _elements(w: _Window) -> Iterator:
             if end > len(buf) - _CUT_MARGIN:
                 raise StopIteration  # maybe cut by the window's end: the slow path checks
             pos = end
-        except (StopIteration, json.JSONDecodeError):
+        except Exception:  # noqa: BLE001 - the slow path scans again and says what is wrong
             w.pos = pos
             obj = w.value()
             buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
@@ -192,6 +233,60 @@ def _elements(w: _Window) -> Iterator:
             if not more:
                 break
     w.pos = pos
+
+
+#: Deepest nesting of a header member (members before the array): Kineto's are 3 levels deep at most.
+MAX_HEADER_DEPTH = 32
+
+
+def members_before(fh: IO[bytes], key: str, *, read_bytes: int = READ_BYTES) -> dict | None:
+    """The members of the top-level object in ``fh`` written before member ``key``, when ``key`` is there and its
+    value starts an array; None when the object ends without ``key``.
+
+    Raises BadJSON (the top level is no object, ``key`` is not an array, or not JSON), TruncatedJSON, JSONLimit (a
+    member nested deeper than :data:`MAX_HEADER_DEPTH`, or past the reader's limits) or UnicodeDecodeError.
+    """
+    w = _Window(fh, read_bytes)
+    if w.peek() != "{":
+        raise BadJSON("its top level is no object")
+    w.pos += 1
+    out: dict = {}
+    if w.peek() == "}":
+        return None
+    while True:
+        name = w.value()
+        if type(name) is not str:
+            w.bad("expecting a member name")
+        w.expect(":")
+        if name == key:
+            if w.peek() != "[":
+                raise BadJSON(f"{key} is no array")
+            return out
+        start = w.offset + w.pos
+        value = out[name] = w.value()
+        if _depth(value) > MAX_HEADER_DEPTH:
+            raise JSONLimit(f"member {name[:40]!r} nested deeper than {MAX_HEADER_DEPTH} levels at character "
+                            f"{start:,}")
+        char = w.peek()
+        w.pos += 1
+        if char == "}":
+            return None
+        if char != ",":
+            w.bad("expecting ',' or '}'", w.pos - 1)
+
+
+def _depth(value) -> int:
+    """Nesting depth of a decoded value (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            continue
+        deepest = max(deepest, level)
+        stack.extend((v, level + 1) for v in item if isinstance(v, (dict, list)))
+    return deepest
 
 
 def _find_member(w: _Window, key: str) -> bool:
@@ -232,4 +327,5 @@ def _finish_object(w: _Window) -> None:
         w.bad("text after the end of the JSON")
 
 
-__all__ = ["iter_array", "TruncatedJSON", "BadJSON", "READ_BYTES"]
+__all__ = ["iter_array", "members_before", "TruncatedJSON", "BadJSON", "JSONLimit", "READ_BYTES", "MAX_VALUE_CHARS",
+           "MAX_EXPONENT", "MAX_HEADER_DEPTH"]

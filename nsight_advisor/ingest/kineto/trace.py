@@ -354,7 +354,8 @@ class _Ingest:
         version = self.header.get("schemaVersion")
         st = self.path.stat()
         self.sql("INSERT INTO captures VALUES (?, ?, ?, ?, ?, ?, ?, 'unknown', ?, ?, ?, ?, ?)", [
-            self.cid, str(self.path.resolve()), self.path.name, st.st_size, st.st_mtime_ns, FORMAT, TOOL,
+            # absolute(), not resolve(): a name that is not UTF-8 comes as a link (ingest.failures), never followed
+            self.cid, str(self.path.absolute()), self.path.name, st.st_size, st.st_mtime_ns, FORMAT, TOOL,
             str(version)[:40] if version is not None else None, start, end,
             (end - start) if start is not None and end is not None else None,
             _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),

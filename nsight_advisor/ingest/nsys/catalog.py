@@ -55,6 +55,7 @@ class ExportCatalog:
     schema_version: str | None = None
     enums: dict[str, dict[int, tuple[str, str]]] = field(default_factory=dict)
     source: Path | None = None  # the file read, when not ``path`` itself (a WAL-mode export's private copy)
+    views: list[str] = field(default_factory=list)  # views in the export: only StringIds is read (nsys_views)
 
     @property
     def read_path(self) -> Path:
@@ -99,6 +100,7 @@ def read_catalog(path: Path, *, read_from: Path | None = None) -> ExportCatalog:
     try:
         # Tables only: reading a view runs SQL stored in the file (one can loop forever); no nsys export has views.
         names = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        cat.views = sorted(str(r[0]) for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'view'"))
         if not any(n in names for n in NSYS_MARKERS):
             raise InputError(f"{path}: SQLite database without Nsight Systems tables (no StringIds, TARGET_INFO_GPU "
                              f"or CUPTI_ACTIVITY_KIND_* tables); expected the output of `nsys export --type sqlite`")

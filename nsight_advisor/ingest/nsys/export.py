@@ -72,6 +72,10 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     try:
         with Progress(f"ingest {path.name}", len(STEPS), enabled=progress) as bar:
             ing.run("prepare", ExportReader.prepare)
+            for view in (v for v in catalog.views if v != "StringIds"):  # StringIds: read (its own note)
+                ing.sql("INSERT INTO ingest_notes VALUES (?, ?, 0, ?)", [capture_id, view, (
+                    f"{view} is a view in this export, not a table: not read (of an export's views only StringIds "
+                    "is run, within limits); what it holds is missing from the analysis; export the capture again")])
             for step, fill in STEPS.items():
                 ing.run(step, fill)
                 bar.step(step)

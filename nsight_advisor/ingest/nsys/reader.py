@@ -167,6 +167,8 @@ class ExportReader:
             self.fill_strings()
         else:
             con.execute(f"CREATE TABLE {self.strings()} (id BIGINT, value VARCHAR)")
+            if "StringIds" in self.cat.views:
+                self.fill_strings_from_view()
         for enum, rows in self.cat.enums.items():
             con.execute(f"CREATE TEMP TABLE {self.enum(enum)} (id BIGINT, label VARCHAR, word VARCHAR)")
             values = [v for i, (sym, lab) in rows.items() for v in (i, lab, E.word_label(enum, sym, lab))]
@@ -187,6 +189,31 @@ class ExportReader:
         self.sql(f"{create} SELECT TRY_CAST(s.id AS BIGINT) AS id, CAST({value} AS VARCHAR) AS value "
                  f"FROM {self.table('StringIds')} s WHERE TRY_CAST(s.id AS BIGINT) IS NOT NULL")
         check_unique_string_ids(self.con, self.strings(), self.cat.path)
+
+    def fill_strings_from_view(self) -> None:
+        """StringIds when the export has it as a view: read within limits (nsys_views), said in an ingest note."""
+        import pyarrow as pa
+
+        from nsight_advisor.ingest.nsys.string_views import VIEW_READ_S, ViewUnreadable, read_string_view
+
+        try:
+            rows = read_string_view(self.cat.read_path, "StringIds")
+        except ViewUnreadable as exc:
+            self.sql("INSERT INTO ingest_notes VALUES (?, 'StringIds', 0, ?)", [self.cid, (
+                f"StringIds is a view in this export, not a table, and was not read: {exc}; names show as n/a; "
+                "export the capture again")])
+            return
+        batch = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()),
+                          "value": pa.array([r[1] for r in rows], pa.string())})
+        self.con.register("_na_string_view", batch)
+        try:
+            self.sql(f"INSERT INTO {self.strings()} SELECT id, value FROM _na_string_view")
+        finally:
+            self.con.unregister("_na_string_view")
+        check_unique_string_ids(self.con, self.strings(), self.cat.path)
+        self.sql("INSERT INTO ingest_notes VALUES (?, 'StringIds', ?, ?)", [self.cid, len(rows), (
+            f"StringIds is a view in this export, not a table: its rows were read by running its SQL read-only "
+            f"(at most {VIEW_READ_S:g} s)")])
 
     def cleanup(self) -> None:
         names = [*(self.enum(e) for e in self.cat.enums), *self.copied.values()]  # the scratch database is detached
