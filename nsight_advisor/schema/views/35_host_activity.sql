@@ -137,48 +137,59 @@ with gaps as (
     from gpu_idle_gaps
     where cause <> 'launch'
 ),
-launches as (
-    -- the thread of each GPU operation's launching call (the earliest call of a correlation id)
-    select o.capture_id, coalesce(o.device_id, -1) as dev, o.start_ns, o.end_ns, c.pid, c.tid
-    from gpu_ops o
-    join (select capture_id, pid, correlation_id, arg_min(tid, start_ns) as tid
-          from cuda_api_calls
-          where correlation_id is not null and correlation_id <> 0 and tid is not null
-          group by all) c
-        on c.capture_id = o.capture_id and c.pid = o.pid and c.correlation_id = o.correlation_id
-),
-ending as (
-    select g.capture_id, g.dev, g.start_ns, min_by(struct_pack(pid := l.pid, tid := l.tid), l.start_ns) as t
-    from gaps g join launches l on l.capture_id = g.capture_id and l.dev = g.dev and l.start_ns = g.end_ns
-    group by all
-),
-beginning as (
-    select g.capture_id, g.dev, g.start_ns, max_by(struct_pack(pid := l.pid, tid := l.tid), l.end_ns) as t
-    from gaps g join launches l on l.capture_id = g.capture_id and l.dev = g.dev and l.end_ns = g.start_ns
-    group by all
-),
-threaded as (
-    select g.*, coalesce(e.t, b.t) as t
-    from gaps g
-    left join ending e on e.capture_id = g.capture_id and e.dev = g.dev and e.start_ns = g.start_ns
-    left join beginning b on b.capture_id = g.capture_id and b.dev = g.dev and b.start_ns = g.start_ns
-),
 before as (
-    -- the time before the analysis window, on the thread that launched the window's first operation
+    -- the time before the analysis window
     select w.capture_id, null::integer as device_id, -2 as dev, c.start_ns, w.start_ns as end_ns,
-           w.start_ns - c.start_ns as duration_ns, 'before-window' as cause,
-           (select min_by(struct_pack(pid := l.pid, tid := l.tid), l.end_ns) from launches l
-            where l.capture_id = w.capture_id and l.start_ns = w.start_ns) as t
+           w.start_ns - c.start_ns as duration_ns, 'before-window' as cause
     from analysis_window w
     join captures c on c.capture_id = w.capture_id
     where w.start_ns > c.start_ns
 ),
-tg as (
-    select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, t.pid as pid, t.tid as tid
-    from threaded
+edge_ops as (
+    -- the GPU operations at each gap's edges: side 0 the one that ends it (starts at its end; before the window:
+    -- the window's first operation, on any device), side 1 the one it follows (ends at its start)
+    select g.capture_id, g.dev, g.start_ns as gap_start_ns, 0 as side, o.pid, o.correlation_id
+    from gaps g
+    join gpu_ops o on o.capture_id = g.capture_id and coalesce(o.device_id, -1) = g.dev and o.start_ns = g.end_ns
     union all
-    select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, t.pid, t.tid
-    from before
+    select g.capture_id, g.dev, g.start_ns, 1, o.pid, o.correlation_id
+    from gaps g
+    join gpu_ops o on o.capture_id = g.capture_id and coalesce(o.device_id, -1) = g.dev and o.end_ns = g.start_ns
+    union all
+    select b.capture_id, b.dev, b.start_ns, 0, o.pid, o.correlation_id
+    from before b
+    join gpu_ops o on o.capture_id = b.capture_id and o.start_ns = b.end_ns
+),
+edge_threads as (
+    -- the thread of each edge's launching call (the earliest call of the operation's correlation id); the
+    -- operations are looked up first, so only their calls are read
+    select e.capture_id, e.dev, e.gap_start_ns, e.side, e.correlation_id,
+           arg_min(struct_pack(pid := c.pid, tid := c.tid), c.start_ns) as t
+    from edge_ops e
+    join cuda_api_calls c on c.capture_id = e.capture_id and c.pid = e.pid and c.correlation_id = e.correlation_id
+    where c.tid is not null and c.correlation_id is not null and c.correlation_id <> 0
+    group by all
+),
+gap_threads as (
+    -- the operation that ends the gap names the thread; for a trailing gap, the one that began it
+    select capture_id, dev, gap_start_ns, arg_min(t, side * 1e18 + correlation_id) as t
+    from edge_threads
+    group by all
+),
+tg as (
+    select g.capture_id, g.device_id, g.dev, g.start_ns, g.end_ns, g.duration_ns, g.cause, t.t.pid as pid,
+           t.t.tid as tid
+    from (select * from gaps union all select * from before) g
+    left join gap_threads t on t.capture_id = g.capture_id and t.dev = g.dev and t.gap_start_ns = g.start_ns
+),
+gap_buckets as (
+    -- each gap in every bucket of 2^20 ns (1.05 ms) it touches: a call, operator or sample meets only the gaps of
+    -- its own buckets, a hash join where a range join of every call against every gap of its thread grows with
+    -- their product (docs/performance.md)
+    select capture_id, dev, pid, tid, start_ns, end_ns,
+           unnest(range(start_ns // 1048576, (end_ns - 1) // 1048576 + 1)) as bucket
+    from tg
+    where tid is not null and end_ns > start_ns
 ),
 api as (
     select a.capture_id, a.pid, a.tid, a.start_ns, a.end_ns, a.base_name
@@ -222,44 +233,53 @@ intervals as (
     select capture_id, pid, tid, start_ns, end_ns, 'op', name from ops
 ),
 covered as (
-    select g.capture_id, g.dev, g.start_ns as gap_start_ns, i.kind, i.label,
+    -- each (interval, gap) pair once: in the first bucket both touch
+    select g.capture_id, g.dev, g.start_ns as gap_start_ns, i.kind, i.label, i.end_ns - i.start_ns as span_ns,
            least(i.end_ns, g.end_ns) - greatest(i.start_ns, g.start_ns) as overlap_ns
-    from tg g
-    join intervals i on i.capture_id = g.capture_id and i.pid = g.pid and i.tid = g.tid
+    from (select *, unnest(range(start_ns // 1048576, greatest(end_ns - 1, start_ns) // 1048576 + 1)) as bucket
+          from intervals) i
+    join gap_buckets g on g.capture_id = i.capture_id and g.pid = i.pid and g.tid = i.tid and g.bucket = i.bucket
         and i.start_ns < g.end_ns and i.end_ns > g.start_ns
+        and g.bucket = greatest(i.start_ns, g.start_ns) // 1048576
 ),
 per_label as (
-    select capture_id, dev, gap_start_ns, kind, label, sum(overlap_ns) as ns
+    select capture_id, dev, gap_start_ns, kind, label, sum(overlap_ns) as ns, min(span_ns) as span_ns
     from covered
     group by all
 ),
 per_gap as (
+    -- ties between calls or operators covering the same time go to the shorter one (of nested operators the
+    -- innermost, the most specific: aten::cudnn_convolution within aten::_convolution), then to the first name
+    -- in alphabetical order, so the same store always names the same one
     select capture_id, dev, gap_start_ns,
            sum(ns) filter (where kind = 'io') as io_ns,
            sum(ns) filter (where kind = 'wait') as wait_ns,
            sum(ns) filter (where kind = 'cuda-api') as cuda_ns,
            sum(ns) filter (where kind = 'ops') as ops_ns,
-           arg_max(label, ns) filter (where kind = 'io') as top_io,
-           arg_max(label, ns) filter (where kind = 'wait') as top_wait,
-           arg_max(label, ns) filter (where kind = 'cuda-api') as top_cuda_api,
-           arg_max(label, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'io') as top_io,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'wait') as top_wait,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'cuda-api') as top_cuda_api,
+           arg_min(label, struct_pack(a := -(label like 'aten::%')::integer, n := -ns, d := span_ns, l := label))
+               filter (where kind = 'op') as top_operator,
            max(ns) filter (where kind = 'io') as top_io_ns,
            max(ns) filter (where kind = 'wait') as top_wait_ns,
            max(ns) filter (where kind = 'cuda-api') as top_cuda_api_ns,
-           arg_max(ns, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator_ns
+           arg_min(ns, struct_pack(a := -(label like 'aten::%')::integer, n := -ns, d := span_ns, l := label))
+               filter (where kind = 'op') as top_operator_ns
     from per_label
     group by all
 ),
 sampled as (
-    select g.capture_id, g.dev, g.start_ns as gap_start_ns, s.function, count(*) as n, any_value(s.period_ns) as period_ns
-    from tg g
-    join host_samples s on s.capture_id = g.capture_id and s.pid = g.pid and s.tid = g.tid
-        and s.t_ns >= g.start_ns and s.t_ns < g.end_ns
+    select g.capture_id, g.dev, g.start_ns as gap_start_ns, s.function, count(*) as n,
+           any_value(s.period_ns) as period_ns
+    from host_samples s
+    join gap_buckets g on g.capture_id = s.capture_id and g.pid = s.pid and g.tid = s.tid
+        and g.bucket = s.t_ns // 1048576 and s.t_ns >= g.start_ns and s.t_ns < g.end_ns
     group by all
 ),
 per_gap_samples as (
     select capture_id, dev, gap_start_ns, sum(n) as samples, sum(n * period_ns) as sampled_ns,
-           arg_max(function, n) filter (where function is not null) as top_function,
+           arg_min(function, struct_pack(n := -n, f := function)) filter (where function is not null) as top_function,
            max(n) filter (where function is not null) / sum(n) as top_function_share
     from sampled
     group by all
