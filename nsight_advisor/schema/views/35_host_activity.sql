@@ -9,6 +9,11 @@
 --                  sem_wait, sleep, waitpid, ...)
 --   cuda-api     : CUDA runtime and driver calls (and OS runtime calls made inside them, such as the driver's ioctl)
 --   framework    : PyTorch operators (cpu_ops) outside the calls above
+--   framework-sync : PyTorch operators that wait for the GPU (na_sync_operator: .item(), nonzero, and copies to
+--                  the host: an aten::copy_ that launched a device-to-host copy, op_kernels), CUDA calls inside
+--                  them included
+--   dataloader   : a DataLoader fetching the next batch: the ranges PyTorch's profiler records as
+--                  enumerate(DataLoader)#...__next__ (user annotations, in nvtx_ranges), whatever ran inside
 --   cpu          : CPU samples of the thread outside blocking calls: the program's own work
 --   unattributed : no activity covers half the gap
 -- Coverage is time within the gap. OS runtime calls inside a CUDA call count as cuda-api; the operators' time is
@@ -17,7 +22,9 @@
 -- after an activity only when it covers half the gap or more (na_host_label_share): below that it is
 -- unattributed, and the evidence says how much the largest activity covered ("unattributed (12% covered by
 -- cuda-api, most in cudaMalloc 12%)"), so no
--- gap is named after a sliver. Half is the calibration on the five shared exports with host data: every gap of
+-- gap is named after a sliver. framework-sync and dataloader are contexts that hold other activities' time (the
+-- CUDA calls of .item(), the collate operators of a batch): where one covers half the gap it names the gap,
+-- the DataLoader first, whatever the largest activity inside it. Half is the calibration on the five shared exports with host data: every gap of
 -- 1 ms or more there is covered 50% or more by one activity, or by none above 40%.
 
 -- @macro na_host_label_share()
@@ -122,12 +129,16 @@ left join periods p on p.capture_id = s.capture_id and p.pid = s.pid and p.tid =
 -- @column framework_ns Time in PyTorch operators outside those calls, ns.
 -- @column cpu_ns CPU samples in the gap outside those calls, one sampling period each, ns.
 -- @column samples CPU samples of the thread in the gap.
--- @column activity The activity covering the most of the gap, when it covers na_host_label_share() of it or more; else unattributed.
+-- @column framework_sync_ns Time in operators that wait for the GPU (na_sync_operator, copies to the host), ns; it holds CUDA call time counted in cuda_api_ns.
+-- @column dataloader_ns Time in DataLoader batch fetches (enumerate(DataLoader)#...__next__ ranges), ns; it holds the time of whatever ran inside.
+-- @column activity dataloader or framework-sync when that covers na_host_label_share() of the gap or more, else the activity covering the most of the gap when it covers that share; else unattributed.
 -- @column coverage That activity's share of the gap (for unattributed: the largest activity's share), 0 to 1.
 -- @column top_io The io call covering most of the gap, or NULL.
 -- @column top_wait The wait call covering most of the gap, or NULL.
 -- @column top_cuda_api The CUDA call covering most of the gap, or NULL.
 -- @column top_operator The PyTorch operator covering most of the gap, aten:: operators first, or NULL.
+-- @column top_sync_operator The operator waiting for the GPU that covered most of the gap, or NULL.
+-- @column top_dataloader The DataLoader range that covered most of the gap (its name), or NULL.
 -- @column top_function The program function most samples in the gap were taken in, or NULL.
 -- @column top_function_share That function's share of the gap's samples, 0 to 1, or NULL.
 -- @column detail What names the gap in words: the activity and its share, and the call, operator or function that covered most ("cuda-api covers 100%, most in cudaDeviceSynchronize 63%"); for unattributed what covered most ("unattributed (12% covered by cuda-api, most in cudaMalloc 12%)").
@@ -223,8 +234,26 @@ op_islands as (
           from op_reach)
     group by capture_id, pid, tid, island
 ),
+sync_ops as (
+    select capture_id, pid, tid, start_ns, end_ns, name from ops where na_sync_operator(name)
+    union
+    -- a copy to the host: the operator that launched a device-to-host copy
+    select capture_id, pid, tid, op_start_ns, op_end_ns, op_name
+    from op_kernels
+    where direction = 'Device-to-Host' and op_name in ('aten::copy_', 'aten::_to_copy', 'aten::to')
+        and capture_id in (select capture_id from tg)
+),
+loader as (
+    select capture_id, pid, tid, start_ns, end_ns, text
+    from nvtx_ranges
+    where text like 'enumerate(DataLoader)%' and end_ns > start_ns and capture_id in (select capture_id from tg)
+),
 intervals as (
     select capture_id, pid, tid, start_ns, end_ns, class as kind, name as label from osrt where class <> 'other'
+    union all
+    select capture_id, pid, tid, start_ns, end_ns, 'sync-op', name from sync_ops
+    union all
+    select capture_id, pid, tid, start_ns, end_ns, 'dataloader', text from loader
     union all
     select capture_id, pid, tid, start_ns, end_ns, 'cuda-api', base_name from api
     union all
@@ -256,6 +285,11 @@ per_gap as (
            sum(ns) filter (where kind = 'wait') as wait_ns,
            sum(ns) filter (where kind = 'cuda-api') as cuda_ns,
            sum(ns) filter (where kind = 'ops') as ops_ns,
+           sum(ns) filter (where kind = 'sync-op') as sync_op_ns,
+           sum(ns) filter (where kind = 'dataloader') as dataloader_ns,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'sync-op') as top_sync_operator,
+           max(ns) filter (where kind = 'sync-op') as top_sync_operator_ns,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'dataloader') as top_dataloader,
            arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'io') as top_io,
            arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'wait') as top_wait,
            arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'cuda-api') as top_cuda_api,
@@ -290,6 +324,9 @@ measured as (
            least(coalesce(p.wait_ns, 0), g.duration_ns) as wait_ns,
            least(coalesce(p.cuda_ns, 0), g.duration_ns) as cuda_api_ns,
            coalesce(p.ops_ns, 0) as ops_ns,
+           least(coalesce(p.sync_op_ns, 0), g.duration_ns) as framework_sync_ns,
+           least(coalesce(p.dataloader_ns, 0), g.duration_ns) as dataloader_ns,
+           p.top_sync_operator, p.top_sync_operator_ns, p.top_dataloader,
            coalesce(s.samples, 0) as samples, coalesce(s.sampled_ns, 0) as sampled_ns,
            p.top_io, p.top_wait, p.top_cuda_api, p.top_operator, s.top_function, s.top_function_share,
            p.top_io_ns, p.top_wait_ns, p.top_cuda_api_ns, p.top_operator_ns
@@ -311,25 +348,36 @@ ranked as (
     select *,
            -- the largest activity (ties: the order of the vocabulary)
            -- each with the call, operator or function that covered most of it, and how much that one covered
-           [struct_pack(a := 'io', ns := io_ns, what := top_io, what_ns := top_io_ns::double),
-            struct_pack(a := 'wait', ns := wait_ns, what := top_wait, what_ns := top_wait_ns::double),
-            struct_pack(a := 'cuda-api', ns := cuda_api_ns, what := top_cuda_api, what_ns := top_cuda_api_ns::double),
-            struct_pack(a := 'framework', ns := framework_ns, what := top_operator, what_ns := top_operator_ns::double),
-            struct_pack(a := 'cpu', ns := cpu_ns, what := top_function,
+           [struct_pack(a := 'io', ns := io_ns::double, what := top_io, what_ns := top_io_ns::double),
+            struct_pack(a := 'wait', ns := wait_ns::double, what := top_wait, what_ns := top_wait_ns::double),
+            struct_pack(a := 'cuda-api', ns := cuda_api_ns::double, what := top_cuda_api, what_ns := top_cuda_api_ns::double),
+            struct_pack(a := 'framework', ns := framework_ns::double, what := top_operator, what_ns := top_operator_ns::double),
+            struct_pack(a := 'cpu', ns := cpu_ns::double, what := top_function,
                         what_ns := cpu_ns * top_function_share::double)] as acts
     from rest
 ),
 topped as (
-    select *, list_reduce(acts, (x, y) -> case when y.ns > x.ns then y else x end) as top
+    -- a DataLoader fetch or an operator waiting for the GPU names the gap where it covers the share, before the
+    -- largest activity (which may run inside it)
+    select *,
+           case when dataloader_ns > 0 and dataloader_ns >= na_host_label_share() * duration_ns then
+                    struct_pack(a := 'dataloader', ns := dataloader_ns::double, what := top_dataloader,
+                                what_ns := dataloader_ns::double)
+                when framework_sync_ns > 0 and framework_sync_ns >= na_host_label_share() * duration_ns then
+                    struct_pack(a := 'framework-sync', ns := framework_sync_ns::double, what := top_sync_operator,
+                                what_ns := top_sync_operator_ns::double)
+                else list_reduce(acts, (x, y) -> case when y.ns > x.ns then y else x end)
+           end as top
     from ranked
 )
 select capture_id, device_id, start_ns, end_ns, duration_ns, cause, pid, tid,
        io_ns::bigint as io_ns, wait_ns::bigint as wait_ns, cuda_api_ns::bigint as cuda_api_ns,
        framework_ns::bigint as framework_ns, cpu_ns::bigint as cpu_ns, samples::bigint as samples,
+       framework_sync_ns::bigint as framework_sync_ns, dataloader_ns::bigint as dataloader_ns,
        case when top.ns > 0 and top.ns >= na_host_label_share() * duration_ns then top.a else 'unattributed' end
            as activity,
        round(top.ns / duration_ns, 4) as coverage,
-       top_io, top_wait, top_cuda_api, top_operator, top_function, round(top_function_share, 4) as top_function_share,
+       top_io, top_wait, top_cuda_api, top_operator, top_sync_operator, top_dataloader, top_function, round(top_function_share, 4) as top_function_share,
        case
            when top.ns <= 0 then 'unattributed (nothing recorded on the launching thread covers it)'
            when top.ns >= na_host_label_share() * duration_ns then
