@@ -56,7 +56,8 @@ create or replace macro na_osrt_class(name) as (
 
 -- @macro na_program_frame(symbol, module, unresolved)
 -- Whether a backtrace frame is the program's own: resolved, and not in the CUDA driver or runtime, the C or
--- threads library, the loader or the profiler's injection (the same test as nsight_advisor.engine.source_frames).
+-- threads library, the loader or the profiler's injection. The one definition: findings' source frames
+-- (nsight_advisor.engine.source_frames) use it too.
 create or replace macro na_program_frame(symbol, module, unresolved) as (
     symbol is not null and not coalesce(unresolved, false)
     and not regexp_matches(symbol, '^(_*cuda|_*cudart|cu[A-Z]|_*libcuda|_*libc|_*pthread|_*ioctl|0x[0-9a-fA-F]+$|\[)')
