@@ -68,6 +68,7 @@ def main() -> None:
                     sys.exit(f"{label}: cold analyze failed: {res.get('stderr', '')}")
                 row[f"{label}_s"] = res["wall_s"]
                 row[f"{label}_rss_mb"] = res["peak_rss_mb"]
+                row[f"{label}_cpu_s"] = res["cpu_s"]
             for label, _ in checkouts:
                 row[f"{label}_ratio"] = row[f"{label}_s"] / (anchor["wall_s"] if anchor else row["baseline_s"])
             rows.append(row)
@@ -82,6 +83,12 @@ def main() -> None:
             print(f"| {r['run']} | {r['nsys_s']:.2f} | "
                   + " | ".join(f"{r[f'{label}_s']:.2f} | {r[f'{label}_ratio']:.2f}x" for label, _ in checkouts)
                   + " |")
+        if args.baseline:
+            # CPU seconds (user + system of the command's process tree) move less than wall time on a shared machine
+            cpu = [r["this_cpu_s"] / r["baseline_cpu_s"] for r in rows]
+            print(f"median CPU time this / baseline: {statistics.median(cpu):.2f}x (range {min(cpu):.2f}x to "
+                  f"{max(cpu):.2f}x; this {statistics.median(r['this_cpu_s'] for r in rows):.2f} s, baseline "
+                  f"{statistics.median(r['baseline_cpu_s'] for r in rows):.2f} s)")
         for label, _ in checkouts:
             ratios = [r[f"{label}_ratio"] for r in rows]
             print(f"median {label} / {'nsys stats' if have_nsys else 'baseline'}: {statistics.median(ratios):.2f}x "
