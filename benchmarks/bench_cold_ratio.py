@@ -35,7 +35,7 @@ def cold(path: Path, work: Path, checkout: Path) -> dict:
     shutil.rmtree(cache, ignore_errors=True)
     report = work / "report.html"
     res = measure([sys.executable, "-m", "nsight_advisor", "analyze", str(path), "--no-cache", "-o", str(report),
-                   "--quiet"], {"NSIGHT_ADVISOR_CACHE": str(cache), "PYTHONPATH": str(checkout)})
+                   "--quiet"], {"NSIGHT_ADVISOR_CACHE": str(cache), "PYTHONPATH": str(checkout)}, cwd=checkout)
     shutil.rmtree(cache, ignore_errors=True)
     report.unlink(missing_ok=True)
     return res
