@@ -266,8 +266,14 @@ covered as (
     -- each (interval, gap) pair once: in the first bucket both touch
     select g.capture_id, g.dev, g.start_ns as gap_start_ns, i.kind, i.label, i.end_ns - i.start_ns as span_ns,
            least(i.end_ns, g.end_ns) - greatest(i.start_ns, g.start_ns) as overlap_ns
-    from (select *, unnest(range(start_ns // 1048576, greatest(end_ns - 1, start_ns) // 1048576 + 1)) as bucket
-          from intervals) i
+    from (select *, start_ns // 1048576 as bucket
+          from intervals
+          where greatest(end_ns - 1, start_ns) // 1048576 = start_ns // 1048576
+          union all
+          -- the few that cross a bucket's edge, once per bucket (unnest is dear on every call)
+          select *, unnest(range(start_ns // 1048576, greatest(end_ns - 1, start_ns) // 1048576 + 1)) as bucket
+          from intervals
+          where greatest(end_ns - 1, start_ns) // 1048576 > start_ns // 1048576) i
     join gap_buckets g on g.capture_id = i.capture_id and g.pid = i.pid and g.tid = i.tid and g.bucket = i.bucket
         and i.start_ns < g.end_ns and i.end_ns > g.start_ns
         and g.bucket = greatest(i.start_ns, g.start_ns) // 1048576
