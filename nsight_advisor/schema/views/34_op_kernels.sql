@@ -69,7 +69,7 @@ calls as (
     select a.capture_id, a.pid, a.tid, a.correlation_id, a.base_name, a.start_ns, a.end_ns
     from cuda_api_calls a
     where a.correlation_id is not null and a.correlation_id <> 0
-        and exists (select 1 from cpu_ops c where c.capture_id = a.capture_id)
+        and a.capture_id in (select capture_id from cpu_ops)
 ),
 open_at as (
     -- operators open when the call starts: started at or before it, less those ended at or before it

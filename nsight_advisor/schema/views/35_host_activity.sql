@@ -145,54 +145,33 @@ left join periods p on p.capture_id = s.capture_id and p.pid = s.pid and p.tid =
 -- @column detail What names the gap in words: the activity and its share, and the call, operator or function that covered most ("cuda-api covers 100%, most in cudaDeviceSynchronize 63%"); for unattributed what covered most ("unattributed (12% covered by cuda-api, most in cudaMalloc 12%)").
 create or replace view host_activity as
 with gaps as (
-    select capture_id, device_id, coalesce(device_id, -1) as dev, start_ns, end_ns, duration_ns, cause
+    -- with the thread that launched the operation ending each gap (gpu_idle_gaps.launch_tid)
+    select capture_id, device_id, coalesce(device_id, -1) as dev, start_ns, end_ns, duration_ns, cause,
+           launch_pid as pid, launch_tid as tid
     from gpu_idle_gaps
     where cause <> 'launch'
 ),
 before as (
-    -- the time before the analysis window
+    -- the time before the analysis window, on the thread that launched the window's first operation (the
+    -- earliest call of its correlation id)
     select w.capture_id, null::integer as device_id, -2 as dev, c.start_ns, w.start_ns as end_ns,
-           w.start_ns - c.start_ns as duration_ns, 'before-window' as cause
+           w.start_ns - c.start_ns as duration_ns, 'before-window' as cause,
+           (select arg_min(struct_pack(pid := a.pid, tid := a.tid), a.start_ns * 1e9 + o.correlation_id)
+            from gpu_ops o
+            join cuda_api_calls a on a.capture_id = o.capture_id and a.pid = o.pid
+                and a.correlation_id = o.correlation_id
+            where o.capture_id = w.capture_id and o.start_ns = w.start_ns and a.tid is not null
+                and a.correlation_id <> 0) as t
     from analysis_window w
     join captures c on c.capture_id = w.capture_id
     where w.start_ns > c.start_ns
 ),
-edge_ops as (
-    -- the GPU operations at each gap's edges: side 0 the one that ends it (starts at its end; before the window:
-    -- the window's first operation, on any device), side 1 the one it follows (ends at its start)
-    select g.capture_id, g.dev, g.start_ns as gap_start_ns, 0 as side, o.pid, o.correlation_id
-    from gaps g
-    join gpu_ops o on o.capture_id = g.capture_id and coalesce(o.device_id, -1) = g.dev and o.start_ns = g.end_ns
-    union all
-    select g.capture_id, g.dev, g.start_ns, 1, o.pid, o.correlation_id
-    from gaps g
-    join gpu_ops o on o.capture_id = g.capture_id and coalesce(o.device_id, -1) = g.dev and o.end_ns = g.start_ns
-    union all
-    select b.capture_id, b.dev, b.start_ns, 0, o.pid, o.correlation_id
-    from before b
-    join gpu_ops o on o.capture_id = b.capture_id and o.start_ns = b.end_ns
-),
-edge_threads as (
-    -- the thread of each edge's launching call (the earliest call of the operation's correlation id); the
-    -- operations are looked up first, so only their calls are read
-    select e.capture_id, e.dev, e.gap_start_ns, e.side, e.correlation_id,
-           arg_min(struct_pack(pid := c.pid, tid := c.tid), c.start_ns) as t
-    from edge_ops e
-    join cuda_api_calls c on c.capture_id = e.capture_id and c.pid = e.pid and c.correlation_id = e.correlation_id
-    where c.tid is not null and c.correlation_id is not null and c.correlation_id <> 0
-    group by all
-),
-gap_threads as (
-    -- the operation that ends the gap names the thread; for a trailing gap, the one that began it
-    select capture_id, dev, gap_start_ns, arg_min(t, side * 1e18 + correlation_id) as t
-    from edge_threads
-    group by all
-),
 tg as (
-    select g.capture_id, g.device_id, g.dev, g.start_ns, g.end_ns, g.duration_ns, g.cause, t.t.pid as pid,
-           t.t.tid as tid
-    from (select * from gaps union all select * from before) g
-    left join gap_threads t on t.capture_id = g.capture_id and t.dev = g.dev and t.gap_start_ns = g.start_ns
+    select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, pid, tid
+    from gaps
+    union all
+    select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, t.pid, t.tid
+    from before
 ),
 gap_buckets as (
     -- each gap in every bucket of 2^20 ns (1.05 ms) it touches: a call, operator or sample meets only the gaps of
@@ -203,7 +182,8 @@ gap_buckets as (
     from tg
     where tid is not null and end_ns > start_ns
 ),
-api as (
+api as not materialized (
+    -- read where it is used: copied once, a million calls cost more than reading them twice
     select a.capture_id, a.pid, a.tid, a.start_ns, a.end_ns, a.base_name
     from cuda_api_calls a
     where a.capture_id in (select capture_id from tg) and a.tid is not null
@@ -249,7 +229,7 @@ loader as (
     from nvtx_ranges
     where text like 'enumerate(DataLoader)%' and end_ns > start_ns and capture_id in (select capture_id from tg)
 ),
-intervals as (
+intervals as not materialized (
     select capture_id, pid, tid, start_ns, end_ns, class as kind, name as label from osrt where class <> 'other'
     union all
     select capture_id, pid, tid, start_ns, end_ns, 'sync-op', name from sync_ops
@@ -268,10 +248,9 @@ covered as (
            least(i.end_ns, g.end_ns) - greatest(i.start_ns, g.start_ns) as overlap_ns
     from (select *, start_ns // 1048576 as bucket
           from intervals
-          where greatest(end_ns - 1, start_ns) // 1048576 = start_ns // 1048576
           union all
-          -- the few that cross a bucket's edge, once per bucket (unnest is dear on every call)
-          select *, unnest(range(start_ns // 1048576, greatest(end_ns - 1, start_ns) // 1048576 + 1)) as bucket
+          -- those crossing a bucket's edge also in each later bucket they touch (few: unnest is dear)
+          select *, unnest(range(start_ns // 1048576 + 1, greatest(end_ns - 1, start_ns) // 1048576 + 1)) as bucket
           from intervals
           where greatest(end_ns - 1, start_ns) // 1048576 > start_ns // 1048576) i
     join gap_buckets g on g.capture_id = i.capture_id and g.pid = i.pid and g.tid = i.tid and g.bucket = i.bucket
