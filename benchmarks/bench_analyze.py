@@ -82,9 +82,11 @@ print(sum(o.elapsed_s for o in result.outcomes))
 """
 
 
-def measure(argv: list[str], env: dict | None = None) -> dict:
-    """Wall time, peak RSS (MB) and exit code of ``argv`` run in a fresh process tree."""
-    out = subprocess.run([sys.executable, "-c", _MEASURE, *argv], capture_output=True, text=True, cwd=REPO,
+def measure(argv: list[str], env: dict | None = None, cwd: Path = REPO) -> dict:
+    """Wall time, CPU time, peak RSS (MB) and exit code of ``argv`` run in a fresh process tree, in ``cwd``
+    (``python -m`` puts the working folder first on sys.path, ahead of PYTHONPATH: it decides which checkout
+    runs)."""
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *argv], capture_output=True, text=True, cwd=cwd,
                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if result["rc"] != 0:

@@ -7,7 +7,8 @@ Each run measures, one after the other on the same replayed export (bench_ingest
 the three summaries the report covers, then a cold `analyze --no-cache -o report.html` of this checkout (and of the
 baseline checkout, run from its own folder through PYTHONPATH). On a small shared machine the anchor moves as much
 as we do; the ratio of two commands run back to back, and the median over runs, is what carries over. The table
-goes to stdout; the numbers of the last measurement are in docs/performance.md.
+goes to stdout; the numbers of the last measurement are in docs/performance.md. Without `nsys` on PATH the anchor
+is left out and, with --baseline, the ratio is this checkout's cold time over the baseline's in the same run.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def cold(path: Path, work: Path, checkout: Path) -> dict:
     shutil.rmtree(cache, ignore_errors=True)
     report = work / "report.html"
     res = measure([sys.executable, "-m", "nsight_advisor", "analyze", str(path), "--no-cache", "-o", str(report),
-                   "--quiet"], {"NSIGHT_ADVISOR_CACHE": str(cache), "PYTHONPATH": str(checkout)})
+                   "--quiet"], {"NSIGHT_ADVISOR_CACHE": str(cache), "PYTHONPATH": str(checkout)}, cwd=checkout)
     shutil.rmtree(cache, ignore_errors=True)
     report.unlink(missing_ok=True)
     return res
@@ -48,27 +49,33 @@ def main() -> None:
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()))
     args = ap.parse_args()
-    if not shutil.which("nsys"):
-        sys.exit("nsys is not on PATH: the ratio needs `nsys stats` (Debian non-free: apt-get install nsight-systems)")
+    have_nsys = shutil.which("nsys") is not None
+    if not have_nsys and not args.baseline:
+        sys.exit("nsys is not on PATH: the ratio needs `nsys stats` (Debian non-free: apt-get install nsight-systems) "
+                 "or --baseline CHECKOUT")
     work = Path(tempfile.mkdtemp(prefix="na-bench-ratio-", dir=args.out))
     try:
         export = build_export(args.source, args.kernels, work)
         checkouts = [("this", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
         rows = []
         for run in range(1, args.runs + 1):
-            anchor = nsys_anchor(export, work)
-            row = {"run": run, "nsys_s": anchor["wall_s"]}
+            # without nsys the baseline's cold run is the anchor (ratio this / baseline)
+            anchor = nsys_anchor(export, work) if have_nsys else None
+            row = {"run": run, "nsys_s": anchor["wall_s"] if anchor else float("nan")}
             for label, checkout in checkouts:
                 res = cold(export, work, checkout)
                 if res["rc"] != 0:
                     sys.exit(f"{label}: cold analyze failed: {res.get('stderr', '')}")
                 row[f"{label}_s"] = res["wall_s"]
-                row[f"{label}_ratio"] = res["wall_s"] / anchor["wall_s"]
                 row[f"{label}_rss_mb"] = res["peak_rss_mb"]
+                row[f"{label}_cpu_s"] = res["cpu_s"]
+            for label, _ in checkouts:
+                row[f"{label}_ratio"] = row[f"{label}_s"] / (anchor["wall_s"] if anchor else row["baseline_s"])
             rows.append(row)
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                   flush=True)
-        print(f"\n{args.kernels:,} kernels, {args.runs} runs on {os.cpu_count()} CPUs")
+        print(f"\n{args.kernels:,} kernels, {args.runs} runs on {os.cpu_count()} CPUs; ratios against "
+              + ("`nsys stats`" if have_nsys else "the baseline's cold run"))
         print("| run | nsys stats s | " + " | ".join(f"{label} cold s | {label} / nsys" for label, _ in checkouts)
               + " |")
         print("|---|---|" + "---|---|" * len(checkouts))
@@ -76,9 +83,15 @@ def main() -> None:
             print(f"| {r['run']} | {r['nsys_s']:.2f} | "
                   + " | ".join(f"{r[f'{label}_s']:.2f} | {r[f'{label}_ratio']:.2f}x" for label, _ in checkouts)
                   + " |")
+        if args.baseline:
+            # CPU seconds (user + system of the command's process tree) move less than wall time on a shared machine
+            cpu = [r["this_cpu_s"] / r["baseline_cpu_s"] for r in rows]
+            print(f"median CPU time this / baseline: {statistics.median(cpu):.2f}x (range {min(cpu):.2f}x to "
+                  f"{max(cpu):.2f}x; this {statistics.median(r['this_cpu_s'] for r in rows):.2f} s, baseline "
+                  f"{statistics.median(r['baseline_cpu_s'] for r in rows):.2f} s)")
         for label, _ in checkouts:
             ratios = [r[f"{label}_ratio"] for r in rows]
-            print(f"median {label} / nsys stats: {statistics.median(ratios):.2f}x "
+            print(f"median {label} / {'nsys stats' if have_nsys else 'baseline'}: {statistics.median(ratios):.2f}x "
                   f"(range {min(ratios):.2f}x to {max(ratios):.2f}x); peak RSS up to "
                   f"{max(r[f'{label}_rss_mb'] for r in rows):.0f} MB")
     finally:

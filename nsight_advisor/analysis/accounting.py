@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 MATERIALIZED_VIEWS = ("analysis_window", "cuda_api_calls", "gpu_time_segments", "gpu_idle_gaps", "gpu_time_partition",
                       "copy_exposure", "comm_ranks", "collective_ops", "collective_clock_offsets", "collective_ranks")
 
+#: Views computed into temp tables only when a rule of the analysis reads them (after MATERIALIZED_VIEWS, which
+#: they read): host_activity joins every CUDA call, OS runtime call and operator with the idle gaps, and both
+#: gpu-idle-gap and startup-cost read it.
+ON_DEMAND_VIEWS = ("host_activity",)
+
 _SECONDS = re.compile(r"^\s*([0-9]*\.?[0-9]+)?\s*:\s*([0-9]*\.?[0-9]+)?\s*$")
 
 
@@ -113,6 +118,15 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
             continue
         con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}")
     return iterations
+
+
+def materialize_read(con: duckdb.DuckDBPyConnection, queries: Sequence[str]) -> list[str]:
+    """Materialize each of :data:`ON_DEMAND_VIEWS` that one of ``queries`` names (after :func:`prepare`); returns
+    the views materialized."""
+    read = [v for v in ON_DEMAND_VIEWS if any(re.search(rf"\b{v}\b", q, flags=re.IGNORECASE) for q in queries)]
+    for view in read:
+        con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}")
+    return read
 
 
 def _has_nested_calls(con, capture_ids: Sequence[int]) -> bool:

@@ -121,6 +121,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     captures = read_captures(con, capture_ids)
     disable_external_access(con)
     iterations = accounting.prepare(con, capture_ids, window)
+    accounting.materialize_read(con, [rule.query for rule in rules])
     findings, outcomes = [], []
     # One status line on a terminal, drawn only once the rules have taken over a second.
     with Progress("rules", len(rules) + 1, enabled=progress) as bar:

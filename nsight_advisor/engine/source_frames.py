@@ -5,18 +5,21 @@ A finding whose evidence rows name a CUDA API call and the process (and thread) 
 those calls on that thread: the OS runtime calls and CPU samples that fall within one of the calls, and the calls'
 own CUDA backtraces (host_calls, callchain_frames). Each backtrace counts once for its innermost *program* frame:
 the first frame, going outwards, that is not the CUDA runtime or driver, the C library, the profiler's injection
-or an unresolved address (:func:`is_program_frame`). The :data:`TOP_FRAMES` most frequent are kept, most frequent
+or an unresolved address (the SQL macro ``na_program_frame`` in schema/views/35_host_activity.sql, the one
+definition, which host_samples uses too; :func:`is_program_frame` asks it). The :data:`TOP_FRAMES` most frequent are kept, most frequent
 first. A capture without backtraces gives every finding an empty list; its ``capture_missing`` row says which
 ``nsys profile`` option records them.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any, Iterable
 
 from nsight_advisor.common import sql_params
+from nsight_advisor.schema.views import view_sql_files
 
 if TYPE_CHECKING:
     import duckdb
@@ -28,19 +31,25 @@ TOP_FRAMES = 5
 #: Evidence columns that name the API call a finding concerns, in the order looked for.
 API_COLUMNS = ("api", "host_activity")
 
-# Symbols of the CUDA runtime (statically linked __cudartNNN too), the driver API, the C and threads libraries.
-_SKIP_SYMBOL = re.compile(r"^(_*cuda|_*cudart|cu[A-Z]|_*libcuda|_*libc|_*pthread|_*ioctl|0x[0-9a-fA-F]+$|\[)")
-# Modules whose frames are never the program's: the CUDA driver and runtime libraries, the C runtime, the
-# profiler's own injection libraries, and the kernel's vDSO.
-_SKIP_MODULE = re.compile(r"^(libcuda|libcudart|libc[.-]|libpthread|libdl|librt|ld-linux|libcupti|libToolsInjection|"
-                          r"libnvidia|\[)")
-
 
 def is_program_frame(symbol: str | None, module: str | None, unresolved: bool | None) -> bool:
-    """True for a frame of the program itself (see the module docstring for what is skipped)."""
-    if not symbol or unresolved:
-        return False
-    return not _SKIP_SYMBOL.match(symbol) and not _SKIP_MODULE.match(module_name(module))
+    """True for a frame of the program itself, by the SQL macro ``na_program_frame`` (module docstring)."""
+    return bool(_macro_connection().execute("select na_program_frame(?, ?, ?)",
+                                            [symbol, module, unresolved]).fetchone()[0])
+
+
+@functools.lru_cache(maxsize=1)
+def _macro_connection() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB holding the view files' na_program_frame macro (the store has it too)."""
+    import duckdb
+
+    con = duckdb.connect()
+    for _name, sql in view_sql_files():
+        for statement in con.extract_statements(sql):
+            if re.search(r"create\s+or\s+replace\s+macro\s+na_program_frame\b", statement.query, re.IGNORECASE):
+                con.execute(statement)
+                return con
+    raise LookupError("na_program_frame: no such macro in nsight_advisor/schema/views")
 
 
 def module_name(module: str | None) -> str:
@@ -121,18 +130,14 @@ def _program_frames(con: duckdb.DuckDBPyConnection, cid: int,
         return {}
     sources = sorted({s for s, _ in chains})
     rows = sql_params.execute(con, """
-        select source::varchar, callchain_id, symbol, module, unresolved
+        select source::varchar, callchain_id, arg_min(symbol, depth), arg_min(module, depth)
         from callchain_frames
         where capture_id = $cid and source::varchar in (select unnest($sources::varchar[]))
-          and callchain_id in (select unnest($ids::bigint[]))
-        order by source, callchain_id, depth""",
+          and callchain_id in (select unnest($ids::bigint[])) and na_program_frame(symbol, module, unresolved)
+        group by all""",
         {"cid": cid, "sources": sources, "ids": sorted({c for _, c in chains})}).fetchall()
-    out: dict[tuple[str, int], tuple[str, str]] = {}
-    for source, chain, symbol, module, unresolved in rows:
-        key = (source, chain)
-        if key in chains and key not in out and is_program_frame(symbol, module, unresolved):
-            out[key] = (symbol, module_name(module))
-    return out
+    return {(source, chain): (symbol, module_name(module)) for source, chain, symbol, module in rows
+            if (source, chain) in chains}
 
 
 __all__ = ["attach_source_frames", "is_program_frame", "module_name", "TOP_FRAMES"]

@@ -14,6 +14,8 @@ with gaps as (
                 when h.activity = 'wait' then h.top_wait
                 when h.activity = 'cuda-api' then h.top_cuda_api
                 when h.activity = 'framework' then h.top_operator
+                when h.activity = 'framework-sync' then h.top_sync_operator
+                when h.activity = 'dataloader' then h.top_dataloader
                 when h.activity = 'cpu' then h.top_function
            end as what
     from host_activity h
@@ -79,6 +81,13 @@ select
         when 'framework' then 'framework overhead: PyTorch operators on the host between kernels: capture the '
                               || 'step in CUDA graphs (torch.compile mode=''reduce-overhead''), use larger batches, '
                               || 'and avoid .item()/.cpu()/nonzero in the loop'
+        when 'framework-sync' then 'PyTorch operators wait for the GPU (.item(), .cpu(), .to(''cpu''), nonzero, '
+                                   || 'masked_select): call .item() less often (accumulate on the GPU and read once '
+                                   || 'per step or per log interval), keep values on the GPU, copy with '
+                                   || 'non_blocking=True into pinned memory, and avoid data-dependent shapes'
+        when 'dataloader' then 'the DataLoader loads the next batch on the launching thread: more DataLoader '
+                               || 'workers (num_workers), pin_memory=True, prefetch_factor and persistent_workers, '
+                               || 'or a prefetcher that copies the next batch while this one runs'
         when 'dependency' then 'the GPU waits with work queued: for another stream or an event, a collective''s '
                                || 'peers or a host callback: balance the streams or ranks and record events earlier'
         else 'nothing recorded covers half of these gaps: record OS runtime calls and CPU samples (nsys profile '

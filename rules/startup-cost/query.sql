@@ -61,6 +61,7 @@ rows_ as (
                    when 'cpu' then 'the program''s own CPU work, not startup: '
                    when 'io' then 'reading and writing files: '
                    when 'framework' then 'framework operators: '
+                   when 'dataloader' then 'the DataLoader fetching the first batch: '
                    else '' end || h.detail
                    || ' (io ' || round(h.io_ns / 1e6, 1) || ' ms, wait ' || round(h.wait_ns / 1e6, 1)
                    || ' ms, cuda-api ' || round(h.cuda_api_ns / 1e6, 1) || ' ms, framework '

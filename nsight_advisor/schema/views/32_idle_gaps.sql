@@ -34,6 +34,8 @@
 -- @column host_pid Process of that call or range, or NULL.
 -- @column host_tid Thread of that call or range, or NULL.
 -- @column host_api_overlap_ns Time within the gap covered by CUDA calls of the device's processes that can decide a cause (launches under 1 ms and calls of class 'other' left out), ns; NULL for launch gaps.
+-- @column launch_pid Process of the thread that launched the operation ending the gap (for a trailing gap: the one it follows), from its earliest CUDA call; NULL for launch gaps or when no call is recorded.
+-- @column launch_tid That thread, or NULL.
 create or replace view gpu_idle_gaps as
 with gaps as (
     select s.capture_id, s.device_id, s.start_ns, s.end_ns, s.duration_ns,
@@ -148,23 +150,51 @@ per_gap_ranges as (
     from ranges
     group by all
 ),
--- the GPU operations that end each judged gap and when the host had enqueued them: a kernel whose launch call
--- returned before the gap began was waiting in the queue all along, for something other than the host
-queued as (
-    select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
-           arg_min(case when o.comm then 'collective' when o.stream_id is distinct from p.stream_id
-                        then 'another stream or an event' else 'an event or a host callback' end, a.end_ns)
-               as waits_for,
-           arg_min(struct_pack(pid := a.pid, tid := a.tid), a.end_ns) as launch_thread
+-- the GPU operations at each judged gap's edges: side 0 starts at its end (the one that ends it), side 1 ends at
+-- its start (the one it follows), each with the CUDA calls of its correlation id
+edge_ops as (
+    select g.capture_id, g.device_id, g.start_ns as gap_start_ns, 0 as side, o.pid, o.correlation_id, o.stream_id,
+           o.op, o.comm
     from judged g
     join gpu_ops o on o.capture_id = g.capture_id and coalesce(o.device_id, -1) = g.dev and o.start_ns = g.end_ns
-        and o.op = 'kernel'
-    join cuda_api_calls a on a.capture_id = o.capture_id and a.pid = o.pid and a.correlation_id = o.correlation_id
+    union all
+    select g.capture_id, g.device_id, g.start_ns, 1, o.pid, o.correlation_id, o.stream_id, o.op, o.comm
+    from judged g
+    join gpu_ops o on o.capture_id = g.capture_id and coalesce(o.device_id, -1) = g.dev and o.end_ns = g.start_ns
+),
+edge_calls as (
+    select e.*, a.tid, a.start_ns, a.end_ns, a.api_class
+    from edge_ops e
+    join cuda_api_calls a on a.capture_id = e.capture_id and a.pid = e.pid and a.correlation_id = e.correlation_id
+    where a.correlation_id <> 0
+),
+-- the thread that launched the operation ending the gap (the earliest call of its correlation id), for a trailing
+-- gap the one it follows: the thread whose work the GPU waited for (host_activity reads what it did)
+launcher as (
+    select capture_id, device_id, gap_start_ns,
+           arg_min(t, side * 1e18 + correlation_id) as launch_thread
+    from (select capture_id, device_id, gap_start_ns, side, correlation_id,
+                 arg_min(struct_pack(pid := pid, tid := tid), start_ns) as t
+          from edge_calls
+          where tid is not null
+          group by all)
+    group by all
+),
+-- a kernel ending the gap whose launch call returned before the gap began was waiting in the queue all along,
+-- for something other than the host
+queued as (
+    select k.capture_id, k.device_id, k.gap_start_ns,
+           arg_min(case when k.comm then 'collective' when k.stream_id is distinct from p.stream_id
+                        then 'another stream or an event' else 'an event or a host callback' end, k.end_ns)
+               as waits_for,
+           arg_min(struct_pack(pid := k.pid, tid := k.tid), k.end_ns) as launch_thread
+    from edge_calls k
     -- the operation the gap began after, for its stream
-    left join (select capture_id, coalesce(device_id, -1) as dev, end_ns, any_value(stream_id) as stream_id
-               from gpu_ops group by all) p
-        on p.capture_id = g.capture_id and p.dev = g.dev and p.end_ns = g.start_ns
-    where a.end_ns <= g.start_ns and a.api_class = 'launch'
+    left join (select capture_id, device_id, gap_start_ns, any_value(stream_id) as stream_id
+               from edge_ops where side = 1 group by all) p
+        on p.capture_id = k.capture_id and p.device_id is not distinct from k.device_id
+        and p.gap_start_ns = k.gap_start_ns
+    where k.side = 0 and k.op = 'kernel' and k.end_ns <= k.gap_start_ns and k.api_class = 'launch'
     group by all
 ),
 traced as (
@@ -192,6 +222,7 @@ decided as (
         end as cause,
         c.jit_label as c_jit_label, r.jit_label as r_jit_label, c.startup_label, c.alloc_label, c.copy_label,
         c.sync_label, coalesce(r.inner_label, c.any_label) as host_label, q.waits_for, q.launch_thread,
+        l.launch_thread as launcher,
         c.jit_thread as c_jit_thread, r.jit_thread as r_jit_thread, c.startup_thread, c.alloc_thread,
         c.copy_thread, c.sync_thread,
         case when r.inner_label is not null then r.inner_thread else c.any_thread end as host_thread,
@@ -204,6 +235,8 @@ decided as (
     left join traced t on t.capture_id = g.capture_id
     left join queued q on q.capture_id = g.capture_id and q.device_id is not distinct from g.device_id
         and q.gap_start_ns = g.start_ns
+    left join launcher l on l.capture_id = g.capture_id and l.device_id is not distinct from g.device_id
+        and l.gap_start_ns = g.start_ns
 ),
 named as (
     select
@@ -223,7 +256,8 @@ named as (
 select
     capture_id, device_id, start_ns, end_ns, duration_ns, position, cause,
     named_by.l as host_activity, named_by.t.pid as host_pid, named_by.t.tid as host_tid,
-    case when cause = 'launch' then null else coalesce(api_ns, 0) end as host_api_overlap_ns
+    case when cause = 'launch' then null else coalesce(api_ns, 0) end as host_api_overlap_ns,
+    launcher.pid as launch_pid, launcher.tid as launch_tid
 from named;
 
 -- @view gpu_time_partition

@@ -9,6 +9,11 @@
 --                  sem_wait, sleep, waitpid, ...)
 --   cuda-api     : CUDA runtime and driver calls (and OS runtime calls made inside them, such as the driver's ioctl)
 --   framework    : PyTorch operators (cpu_ops) outside the calls above
+--   framework-sync : PyTorch operators that wait for the GPU (na_sync_operator: .item(), nonzero, and copies to
+--                  the host: an aten::copy_ that launched a device-to-host copy, op_kernels), CUDA calls inside
+--                  them included
+--   dataloader   : a DataLoader fetching the next batch: the ranges PyTorch's profiler records as
+--                  enumerate(DataLoader)#...__next__ (user annotations, in nvtx_ranges), whatever ran inside
 --   cpu          : CPU samples of the thread outside blocking calls: the program's own work
 --   unattributed : no activity covers half the gap
 -- Coverage is time within the gap. OS runtime calls inside a CUDA call count as cuda-api; the operators' time is
@@ -17,7 +22,9 @@
 -- after an activity only when it covers half the gap or more (na_host_label_share): below that it is
 -- unattributed, and the evidence says how much the largest activity covered ("unattributed (12% covered by
 -- cuda-api, most in cudaMalloc 12%)"), so no
--- gap is named after a sliver. Half is the calibration on the five shared exports with host data: every gap of
+-- gap is named after a sliver. framework-sync and dataloader are contexts that hold other activities' time (the
+-- CUDA calls of .item(), the collate operators of a batch): where one covers half the gap it names the gap,
+-- the DataLoader first, whatever the largest activity inside it. Half is the calibration on the five shared exports with host data: every gap of
 -- 1 ms or more there is covered 50% or more by one activity, or by none above 40%.
 
 -- @macro na_host_label_share()
@@ -49,7 +56,8 @@ create or replace macro na_osrt_class(name) as (
 
 -- @macro na_program_frame(symbol, module, unresolved)
 -- Whether a backtrace frame is the program's own: resolved, and not in the CUDA driver or runtime, the C or
--- threads library, the loader or the profiler's injection (the same test as nsight_advisor.engine.source_frames).
+-- threads library, the loader or the profiler's injection. The one definition: findings' source frames
+-- (nsight_advisor.engine.source_frames) use it too.
 create or replace macro na_program_frame(symbol, module, unresolved) as (
     symbol is not null and not coalesce(unresolved, false)
     and not regexp_matches(symbol, '^(_*cuda|_*cudart|cu[A-Z]|_*libcuda|_*libc|_*pthread|_*ioctl|0x[0-9a-fA-F]+$|\[)')
@@ -122,65 +130,60 @@ left join periods p on p.capture_id = s.capture_id and p.pid = s.pid and p.tid =
 -- @column framework_ns Time in PyTorch operators outside those calls, ns.
 -- @column cpu_ns CPU samples in the gap outside those calls, one sampling period each, ns.
 -- @column samples CPU samples of the thread in the gap.
--- @column activity The activity covering the most of the gap, when it covers na_host_label_share() of it or more; else unattributed.
+-- @column framework_sync_ns Time in operators that wait for the GPU (na_sync_operator, copies to the host), ns; it holds CUDA call time counted in cuda_api_ns.
+-- @column dataloader_ns Time in DataLoader batch fetches (enumerate(DataLoader)#...__next__ ranges), ns; it holds the time of whatever ran inside.
+-- @column activity dataloader or framework-sync when that covers na_host_label_share() of the gap or more, else the activity covering the most of the gap when it covers that share; else unattributed.
 -- @column coverage That activity's share of the gap (for unattributed: the largest activity's share), 0 to 1.
 -- @column top_io The io call covering most of the gap, or NULL.
 -- @column top_wait The wait call covering most of the gap, or NULL.
 -- @column top_cuda_api The CUDA call covering most of the gap, or NULL.
 -- @column top_operator The PyTorch operator covering most of the gap, aten:: operators first, or NULL.
+-- @column top_sync_operator The operator waiting for the GPU that covered most of the gap, or NULL.
+-- @column top_dataloader The DataLoader range that covered most of the gap (its name), or NULL.
 -- @column top_function The program function most samples in the gap were taken in, or NULL.
 -- @column top_function_share That function's share of the gap's samples, 0 to 1, or NULL.
 -- @column detail What names the gap in words: the activity and its share, and the call, operator or function that covered most ("cuda-api covers 100%, most in cudaDeviceSynchronize 63%"); for unattributed what covered most ("unattributed (12% covered by cuda-api, most in cudaMalloc 12%)").
 create or replace view host_activity as
 with gaps as (
-    select capture_id, device_id, coalesce(device_id, -1) as dev, start_ns, end_ns, duration_ns, cause
+    -- with the thread that launched the operation ending each gap (gpu_idle_gaps.launch_tid)
+    select capture_id, device_id, coalesce(device_id, -1) as dev, start_ns, end_ns, duration_ns, cause,
+           launch_pid as pid, launch_tid as tid
     from gpu_idle_gaps
     where cause <> 'launch'
 ),
-launches as (
-    -- the thread of each GPU operation's launching call (the earliest call of a correlation id)
-    select o.capture_id, coalesce(o.device_id, -1) as dev, o.start_ns, o.end_ns, c.pid, c.tid
-    from gpu_ops o
-    join (select capture_id, pid, correlation_id, arg_min(tid, start_ns) as tid
-          from cuda_api_calls
-          where correlation_id is not null and correlation_id <> 0 and tid is not null
-          group by all) c
-        on c.capture_id = o.capture_id and c.pid = o.pid and c.correlation_id = o.correlation_id
-),
-ending as (
-    select g.capture_id, g.dev, g.start_ns, min_by(struct_pack(pid := l.pid, tid := l.tid), l.start_ns) as t
-    from gaps g join launches l on l.capture_id = g.capture_id and l.dev = g.dev and l.start_ns = g.end_ns
-    group by all
-),
-beginning as (
-    select g.capture_id, g.dev, g.start_ns, max_by(struct_pack(pid := l.pid, tid := l.tid), l.end_ns) as t
-    from gaps g join launches l on l.capture_id = g.capture_id and l.dev = g.dev and l.end_ns = g.start_ns
-    group by all
-),
-threaded as (
-    select g.*, coalesce(e.t, b.t) as t
-    from gaps g
-    left join ending e on e.capture_id = g.capture_id and e.dev = g.dev and e.start_ns = g.start_ns
-    left join beginning b on b.capture_id = g.capture_id and b.dev = g.dev and b.start_ns = g.start_ns
-),
 before as (
-    -- the time before the analysis window, on the thread that launched the window's first operation
+    -- the time before the analysis window, on the thread that launched the window's first operation (the
+    -- earliest call of its correlation id)
     select w.capture_id, null::integer as device_id, -2 as dev, c.start_ns, w.start_ns as end_ns,
            w.start_ns - c.start_ns as duration_ns, 'before-window' as cause,
-           (select min_by(struct_pack(pid := l.pid, tid := l.tid), l.end_ns) from launches l
-            where l.capture_id = w.capture_id and l.start_ns = w.start_ns) as t
+           (select arg_min(struct_pack(pid := a.pid, tid := a.tid), a.start_ns * 1e9 + o.correlation_id)
+            from gpu_ops o
+            join cuda_api_calls a on a.capture_id = o.capture_id and a.pid = o.pid
+                and a.correlation_id = o.correlation_id
+            where o.capture_id = w.capture_id and o.start_ns = w.start_ns and a.tid is not null
+                and a.correlation_id <> 0) as t
     from analysis_window w
     join captures c on c.capture_id = w.capture_id
     where w.start_ns > c.start_ns
 ),
 tg as (
-    select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, t.pid as pid, t.tid as tid
-    from threaded
+    select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, pid, tid
+    from gaps
     union all
     select capture_id, device_id, dev, start_ns, end_ns, duration_ns, cause, t.pid, t.tid
     from before
 ),
-api as (
+gap_buckets as (
+    -- each gap in every bucket of 2^20 ns (1.05 ms) it touches: a call, operator or sample meets only the gaps of
+    -- its own buckets, a hash join where a range join of every call against every gap of its thread grows with
+    -- their product (docs/performance.md)
+    select capture_id, dev, pid, tid, start_ns, end_ns,
+           unnest(range(start_ns // 1048576, (end_ns - 1) // 1048576 + 1)) as bucket
+    from tg
+    where tid is not null and end_ns > start_ns
+),
+api as not materialized (
+    -- read where it is used: copied once, a million calls cost more than reading them twice
     select a.capture_id, a.pid, a.tid, a.start_ns, a.end_ns, a.base_name
     from cuda_api_calls a
     where a.capture_id in (select capture_id from tg) and a.tid is not null
@@ -212,8 +215,26 @@ op_islands as (
           from op_reach)
     group by capture_id, pid, tid, island
 ),
-intervals as (
+sync_ops as (
+    select capture_id, pid, tid, start_ns, end_ns, name from ops where na_sync_operator(name)
+    union
+    -- a copy to the host: the operator that launched a device-to-host copy
+    select capture_id, pid, tid, op_start_ns, op_end_ns, op_name
+    from op_kernels
+    where direction = 'Device-to-Host' and op_name in ('aten::copy_', 'aten::_to_copy', 'aten::to')
+        and capture_id in (select capture_id from tg)
+),
+loader as (
+    select capture_id, pid, tid, start_ns, end_ns, text
+    from nvtx_ranges
+    where text like 'enumerate(DataLoader)%' and end_ns > start_ns and capture_id in (select capture_id from tg)
+),
+intervals as not materialized (
     select capture_id, pid, tid, start_ns, end_ns, class as kind, name as label from osrt where class <> 'other'
+    union all
+    select capture_id, pid, tid, start_ns, end_ns, 'sync-op', name from sync_ops
+    union all
+    select capture_id, pid, tid, start_ns, end_ns, 'dataloader', text from loader
     union all
     select capture_id, pid, tid, start_ns, end_ns, 'cuda-api', base_name from api
     union all
@@ -222,44 +243,63 @@ intervals as (
     select capture_id, pid, tid, start_ns, end_ns, 'op', name from ops
 ),
 covered as (
-    select g.capture_id, g.dev, g.start_ns as gap_start_ns, i.kind, i.label,
+    -- each (interval, gap) pair once: in the first bucket both touch
+    select g.capture_id, g.dev, g.start_ns as gap_start_ns, i.kind, i.label, i.end_ns - i.start_ns as span_ns,
            least(i.end_ns, g.end_ns) - greatest(i.start_ns, g.start_ns) as overlap_ns
-    from tg g
-    join intervals i on i.capture_id = g.capture_id and i.pid = g.pid and i.tid = g.tid
+    from (select *, start_ns // 1048576 as bucket
+          from intervals
+          union all
+          -- those crossing a bucket's edge also in each later bucket they touch (few: unnest is dear)
+          select *, unnest(range(start_ns // 1048576 + 1, greatest(end_ns - 1, start_ns) // 1048576 + 1)) as bucket
+          from intervals
+          where greatest(end_ns - 1, start_ns) // 1048576 > start_ns // 1048576) i
+    join gap_buckets g on g.capture_id = i.capture_id and g.pid = i.pid and g.tid = i.tid and g.bucket = i.bucket
         and i.start_ns < g.end_ns and i.end_ns > g.start_ns
+        and g.bucket = greatest(i.start_ns, g.start_ns) // 1048576
 ),
 per_label as (
-    select capture_id, dev, gap_start_ns, kind, label, sum(overlap_ns) as ns
+    select capture_id, dev, gap_start_ns, kind, label, sum(overlap_ns) as ns, min(span_ns) as span_ns
     from covered
     group by all
 ),
 per_gap as (
+    -- ties between calls or operators covering the same time go to the shorter one (of nested operators the
+    -- innermost, the most specific: aten::cudnn_convolution within aten::_convolution), then to the first name
+    -- in alphabetical order, so the same store always names the same one
     select capture_id, dev, gap_start_ns,
            sum(ns) filter (where kind = 'io') as io_ns,
            sum(ns) filter (where kind = 'wait') as wait_ns,
            sum(ns) filter (where kind = 'cuda-api') as cuda_ns,
            sum(ns) filter (where kind = 'ops') as ops_ns,
-           arg_max(label, ns) filter (where kind = 'io') as top_io,
-           arg_max(label, ns) filter (where kind = 'wait') as top_wait,
-           arg_max(label, ns) filter (where kind = 'cuda-api') as top_cuda_api,
-           arg_max(label, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator,
+           sum(ns) filter (where kind = 'sync-op') as sync_op_ns,
+           sum(ns) filter (where kind = 'dataloader') as dataloader_ns,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'sync-op') as top_sync_operator,
+           max(ns) filter (where kind = 'sync-op') as top_sync_operator_ns,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'dataloader') as top_dataloader,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'io') as top_io,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'wait') as top_wait,
+           arg_min(label, struct_pack(n := -ns, d := span_ns, l := label)) filter (where kind = 'cuda-api') as top_cuda_api,
+           arg_min(label, struct_pack(a := -(label like 'aten::%')::integer, n := -ns, d := span_ns, l := label))
+               filter (where kind = 'op') as top_operator,
            max(ns) filter (where kind = 'io') as top_io_ns,
            max(ns) filter (where kind = 'wait') as top_wait_ns,
            max(ns) filter (where kind = 'cuda-api') as top_cuda_api_ns,
-           arg_max(ns, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator_ns
+           arg_min(ns, struct_pack(a := -(label like 'aten::%')::integer, n := -ns, d := span_ns, l := label))
+               filter (where kind = 'op') as top_operator_ns
     from per_label
     group by all
 ),
 sampled as (
-    select g.capture_id, g.dev, g.start_ns as gap_start_ns, s.function, count(*) as n, any_value(s.period_ns) as period_ns
-    from tg g
-    join host_samples s on s.capture_id = g.capture_id and s.pid = g.pid and s.tid = g.tid
-        and s.t_ns >= g.start_ns and s.t_ns < g.end_ns
+    select g.capture_id, g.dev, g.start_ns as gap_start_ns, s.function, count(*) as n,
+           any_value(s.period_ns) as period_ns
+    from host_samples s
+    join gap_buckets g on g.capture_id = s.capture_id and g.pid = s.pid and g.tid = s.tid
+        and g.bucket = s.t_ns // 1048576 and s.t_ns >= g.start_ns and s.t_ns < g.end_ns
     group by all
 ),
 per_gap_samples as (
     select capture_id, dev, gap_start_ns, sum(n) as samples, sum(n * period_ns) as sampled_ns,
-           arg_max(function, n) filter (where function is not null) as top_function,
+           arg_min(function, struct_pack(n := -n, f := function)) filter (where function is not null) as top_function,
            max(n) filter (where function is not null) / sum(n) as top_function_share
     from sampled
     group by all
@@ -270,6 +310,9 @@ measured as (
            least(coalesce(p.wait_ns, 0), g.duration_ns) as wait_ns,
            least(coalesce(p.cuda_ns, 0), g.duration_ns) as cuda_api_ns,
            coalesce(p.ops_ns, 0) as ops_ns,
+           least(coalesce(p.sync_op_ns, 0), g.duration_ns) as framework_sync_ns,
+           least(coalesce(p.dataloader_ns, 0), g.duration_ns) as dataloader_ns,
+           p.top_sync_operator, p.top_sync_operator_ns, p.top_dataloader,
            coalesce(s.samples, 0) as samples, coalesce(s.sampled_ns, 0) as sampled_ns,
            p.top_io, p.top_wait, p.top_cuda_api, p.top_operator, s.top_function, s.top_function_share,
            p.top_io_ns, p.top_wait_ns, p.top_cuda_api_ns, p.top_operator_ns
@@ -291,25 +334,36 @@ ranked as (
     select *,
            -- the largest activity (ties: the order of the vocabulary)
            -- each with the call, operator or function that covered most of it, and how much that one covered
-           [struct_pack(a := 'io', ns := io_ns, what := top_io, what_ns := top_io_ns::double),
-            struct_pack(a := 'wait', ns := wait_ns, what := top_wait, what_ns := top_wait_ns::double),
-            struct_pack(a := 'cuda-api', ns := cuda_api_ns, what := top_cuda_api, what_ns := top_cuda_api_ns::double),
-            struct_pack(a := 'framework', ns := framework_ns, what := top_operator, what_ns := top_operator_ns::double),
-            struct_pack(a := 'cpu', ns := cpu_ns, what := top_function,
+           [struct_pack(a := 'io', ns := io_ns::double, what := top_io, what_ns := top_io_ns::double),
+            struct_pack(a := 'wait', ns := wait_ns::double, what := top_wait, what_ns := top_wait_ns::double),
+            struct_pack(a := 'cuda-api', ns := cuda_api_ns::double, what := top_cuda_api, what_ns := top_cuda_api_ns::double),
+            struct_pack(a := 'framework', ns := framework_ns::double, what := top_operator, what_ns := top_operator_ns::double),
+            struct_pack(a := 'cpu', ns := cpu_ns::double, what := top_function,
                         what_ns := cpu_ns * top_function_share::double)] as acts
     from rest
 ),
 topped as (
-    select *, list_reduce(acts, (x, y) -> case when y.ns > x.ns then y else x end) as top
+    -- a DataLoader fetch or an operator waiting for the GPU names the gap where it covers the share, before the
+    -- largest activity (which may run inside it)
+    select *,
+           case when dataloader_ns > 0 and dataloader_ns >= na_host_label_share() * duration_ns then
+                    struct_pack(a := 'dataloader', ns := dataloader_ns::double, what := top_dataloader,
+                                what_ns := dataloader_ns::double)
+                when framework_sync_ns > 0 and framework_sync_ns >= na_host_label_share() * duration_ns then
+                    struct_pack(a := 'framework-sync', ns := framework_sync_ns::double, what := top_sync_operator,
+                                what_ns := top_sync_operator_ns::double)
+                else list_reduce(acts, (x, y) -> case when y.ns > x.ns then y else x end)
+           end as top
     from ranked
 )
 select capture_id, device_id, start_ns, end_ns, duration_ns, cause, pid, tid,
        io_ns::bigint as io_ns, wait_ns::bigint as wait_ns, cuda_api_ns::bigint as cuda_api_ns,
        framework_ns::bigint as framework_ns, cpu_ns::bigint as cpu_ns, samples::bigint as samples,
+       framework_sync_ns::bigint as framework_sync_ns, dataloader_ns::bigint as dataloader_ns,
        case when top.ns > 0 and top.ns >= na_host_label_share() * duration_ns then top.a else 'unattributed' end
            as activity,
        round(top.ns / duration_ns, 4) as coverage,
-       top_io, top_wait, top_cuda_api, top_operator, top_function, round(top_function_share, 4) as top_function_share,
+       top_io, top_wait, top_cuda_api, top_operator, top_sync_operator, top_dataloader, top_function, round(top_function_share, 4) as top_function_share,
        case
            when top.ns <= 0 then 'unattributed (nothing recorded on the launching thread covers it)'
            when top.ns >= na_host_label_share() * duration_ns then
