@@ -19,6 +19,6 @@ select
                                  coalesce(1 - max_throughput_pct / 100.0, 1.0))) as bigint) as impact_ns,
     name
 from ncu_kernel_efficiency
-where capture_id = $capture_id and isfinite(duration_ns)
+where capture_id = $capture_id and isfinite(duration_ns) and not na_comm_name(name)
   and theoretical_occupancy_pct > 0 and achieved_occupancy_pct is not null
 group by name, short_name

@@ -78,7 +78,7 @@ profiled as (
         'roofline: Nsight Compute DRAM bytes at ' || $achievable_dram_pct || '% of peak' as impact_basis
     from ncu_kernel_classes c
     join ncu_roof r on r.kernel_id = c.kernel_id
-    where c.capture_id = $capture_id
+    where c.capture_id = $capture_id and c.category <> 'communication'
     group by c.name, c.short_name, c.category, c.precision
 ),
 rows_ as (
