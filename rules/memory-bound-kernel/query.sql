@@ -108,5 +108,7 @@ select
         when dram_pct >= $near_roofline_pct then 'at ' || round(dram_pct) || '% of DRAM peak: only moving fewer bytes helps'
         else 'at ' || round(dram_pct) || '% of DRAM peak: access pattern or parallelism limit it below the roofline'
     end as verdict,
+    -- The timeline's impact is a guess from the kernel's name (no byte counts): it informs, never warns.
+    case when source = 'nsys' then 'info' end as estimate_severity,
     name
 from rows_
