@@ -2,9 +2,10 @@
 -- (ncu_kernels, SM count from launch__sm_count when recorded, else the device attribute). One row per kernel name
 -- and launch configuration.
 with floors as (
-    -- The shortest kernel the capture recorded on each GPU: no grid size makes a launch finish faster than that
-    -- (launch latency and the kernel's fixed cost), so a tiny launch already near it has nothing to win.
-    select device_id, min(duration_ns) as floor_ns
+    -- The shortest kernel the capture recorded on each GPU, at most max_floor_ns: no grid size makes a launch
+    -- finish faster than launch latency and a kernel's fixed cost, so a tiny launch already near it has little to
+    -- win. (The cap keeps a capture of a few long kernels from taking their length for the floor.)
+    select device_id, least(min(duration_ns), $max_floor_ns) as floor_ns
     from kernels
     where capture_id = $capture_id and duration_ns > 0
     group by device_id

@@ -37,7 +37,7 @@ create or replace macro na_kernel_category(kname, kshort) as (
         when na_comm_name(kname) then 'communication'
         when regexp_matches(lower(kname), 'flash|fmha|attention|_attn|attn_') then 'attention'
         when regexp_matches(lower(kname),
-            'gemm|gemv|matmul|conv|fprop|dgrad|wgrad|winograd|nvjet|cutlass::gemm|_mma_|wmma')
+            'gemm|gemv|mat_?mul|matrix_?mul|conv|fprop|dgrad|wgrad|winograd|nvjet|cutlass::gemm|_mma_|wmma')
             then 'gemm_conv'
         when regexp_matches(lower(coalesce(kshort, kname)),
             'reduce|reduction|norm|softmax|pool|scan|mean|argmax|argmin|topk|sum_kernel|histogram')
