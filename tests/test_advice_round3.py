@@ -123,3 +123,38 @@ def test_sm_count_from_the_gpu_name_when_the_export_lacks_it(tmp_path):
         return [(f["rule_name"], f["severity"], f["message"]) for f in doc["findings"]]
     assert judged(out["reexport"]) == judged(out["export"])
     assert any(f[0] == "small-grid" for f in judged(out["export"]))  # the 1-block vecadd is judged on both
+
+
+def test_harness_names():
+    from nsight_advisor.engine.harness import is_harness
+
+    for name in ("ReferenceGemm_kernel", "cutlass::reference::device::kernel::Gemm", "verify_result",
+                 "check_results_kernel", "gemm_golden"):
+        assert is_harness(name), name
+    for name in ("volta_sgemm_128x32_nt", "ampere_sgemm_128x64_nn", "checkpoint_copy_kernel", "matrix_addition2D",
+                 "initRNG", "computeValue"):
+        assert not is_harness(name), name
+
+
+def test_a_reference_kernel_ranks_after_the_products_findings(tmp_path):
+    rel = _need("nsys/csc746_vecadd.sqlite")
+    from nsight_advisor import workflow
+    from nsight_advisor.engine import run_analysis
+
+    def top_two(path, store):
+        con, ids = workflow.load([path], store_path=tmp_path / store, use_cache=False)
+        try:
+            return run_analysis(con, ids).findings
+        finally:
+            con.close()
+
+    plain = top_two(TRACES / rel, "plain.duckdb")
+    assert plain[0].rule_name == "small-grid" and plain[0].severity == "error"  # the 1-block add kernel, on top
+    renamed = tmp_path / "harness.sqlite"  # the same run with its kernel named as CUTLASS names its reference GEMM
+    shutil.copyfile(TRACES / rel, renamed)
+    with sqlite3.connect(renamed) as con:
+        con.execute("update StringIds set value = 'ReferenceGemm_kernel' where value in ('add', 'add(int, float *, float *)')")
+    findings = top_two(renamed, "harness.duckdb")
+    small = next(f for f in findings if f.rule_name == "small-grid")
+    assert small.severity == "error" and "test-harness code" in small.message
+    assert findings[0].rule_name != "small-grid" and findings[-1] is small  # after every product finding
