@@ -158,3 +158,27 @@ def test_a_reference_kernel_ranks_after_the_products_findings(tmp_path):
     small = next(f for f in findings if f.rule_name == "small-grid")
     assert small.severity == "error" and "test-harness code" in small.message
     assert findings[0].rule_name != "small-grid" and findings[-1] is small  # after every product finding
+
+
+def test_a_range_profiler_trace_says_what_it_holds_and_its_counters_are_read(tmp_path):
+    # the shape Kineto's CuptiRangeProfiler writes: one cuda_profiler_range event per kernel, counters in args,
+    # timestamps spread evenly over the span; no kernel events
+    long_name = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)"
+    events = [{"ph": "X", "cat": "cuda_profiler_range", "name": long_name, "pid": 0, "tid": 0, "ts": 1000 + 10 * i,
+               "dur": 10, "args": {"device": 0, "gpu__time_duration.sum": 5000.0,
+                                   "smsp__average_warp_latency_per_inst_issued.ratio": 20.0,
+                                   "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": 15.0}}
+              for i in range(77)]
+    trace = tmp_path / "range.pt.trace.json"
+    trace.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    proc = _cli("analyze", str(trace), "--format", "json", "-o", str(tmp_path / "out.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "out.json").read_text())
+    [cap] = doc["summary"]["captures"]
+    assert cap["ncu_kernel_count"] == 77 and cap["kernel_count"] == 0
+    [note] = [n["note"] for n in cap["ingest_notes"] if n["note"].startswith("CUPTI range-profiler")]
+    assert "77 cuda_profiler_range event(s)" in note and "no kernel timeline" in note
+    [stall] = [f for f in doc["findings"] if f["rule_name"] == "dominant-stall"]
+    assert "long_scoreboard stalls 75.0%" in stall["message"]
+    md = _cli("analyze", str(trace), "--format", "md", cwd=tmp_path)
+    assert "CUPTI range-profiler trace: 77" in md.stdout.splitlines()[3]  # under the capture's headline
