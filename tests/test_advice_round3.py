@@ -182,3 +182,34 @@ def test_a_range_profiler_trace_says_what_it_holds_and_its_counters_are_read(tmp
     assert "long_scoreboard stalls 75.0%" in stall["message"]
     md = _cli("analyze", str(trace), "--format", "md", cwd=tmp_path)
     assert "CUPTI range-profiler trace: 77" in md.stdout.splitlines()[3]  # under the capture's headline
+
+
+def test_window_by_a_step_name_takes_its_numbered_instances(tmp_path):
+    rel = _need("kineto/hta_ddp_v100_rank1.json.gz")
+    proc = _cli("analyze", str(TRACES / rel), "--window", "ProfilerStep", "--format", "json",
+                "-o", str(tmp_path / "w.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [device] = json.loads((tmp_path / "w.json").read_text())["captures"][0]["accounting"]
+    assert device["window_source"] == "NVTX range 'ProfilerStep' (--window)"  # ProfilerStep#2..#6, not the whole trace
+    missing = _cli("analyze", str(TRACES / rel), "--window", "NoSuchStep", "--format", "md", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stdout == ""
+    [line] = missing.stderr.strip().splitlines()
+    assert "no NVTX range of that name" in line and "'ProfilerStep'" in line  # the names the capture does hold
+
+
+def test_data_loading_of_a_later_step_is_not_one_time_startup():
+    if not DLRM:
+        pytest.skip("the DLRM ranks are not in ../shared/traces")
+    [finding] = findings(f"kineto/dlrm_8rank/{DLRM[0].name}", "startup-cost")
+    assert finding.message.startswith("Host work at the start of ProfilerStep#10, not one-time startup")
+    assert finding.severity == "info"
+
+
+def test_openacc_advice_for_copies_back_and_startup():
+    from nsight_advisor.engine.rules import load_rules
+
+    rules = {r.name: r for r in load_rules()}
+    for name in ("d2h-transfer-volume", "startup-cost"):
+        variants = dict(rules[name].finding.fix_variants)
+        assert "openacc-openmp" in variants, name
+        assert "OpenACC" in variants["openacc-openmp"] or "acc_init" in variants["openacc-openmp"]
