@@ -18,12 +18,22 @@ select
     end as ncu_agreement,
     cast(sum(duration_ns) as bigint) as duration_ns,
     -- CPIStall's estimate: the stall's share of the cycles between instructions, capped by what more issue slots
-    -- and the busier unit's headroom allow.
-    cast(sum(duration_ns * least(top_stall_pct / 100.0,
-                                 coalesce(1 - issue_active_pct / 100.0, 1.0),
-                                 coalesce(1 - max_throughput_pct / 100.0, 1.0))) as bigint) as impact_ns,
+    -- and the busier unit's headroom allow, less what achieved-occupancy (with tail-effect) already claims of that
+    -- headroom: too few warps and stalled warps leave the same issue slots empty, and they are counted once.
+    cast(sum(duration_ns * greatest(least(top_stall_pct / 100.0, headroom) - occupancy_claim, 0)) as bigint)
+        as impact_ns,
     name
-from ncu_kernel_efficiency
+from (
+    select
+        *,
+        least(coalesce(1 - issue_active_pct / 100.0, 1.0), coalesce(1 - max_throughput_pct / 100.0, 1.0))
+            as headroom,
+        case when theoretical_occupancy_pct - achieved_occupancy_pct >= $achieved_occupancy_min_gap_points
+             then least(1 - achieved_occupancy_pct / theoretical_occupancy_pct,
+                        coalesce(1 - issue_active_pct / 100.0, 1.0), coalesce(1 - max_throughput_pct / 100.0, 1.0))
+             else 0 end as occupancy_claim
+    from ncu_kernel_efficiency
+)
 where capture_id = $capture_id and isfinite(duration_ns) and top_stall_pct is not null
   and not na_comm_name(name)
   and coalesce(issue_active_pct, 0) < $max_issue_active_pct
