@@ -245,6 +245,7 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
         ray_address=ray_address,
     )
     result = run.result
+    workflow.refuse_if_nothing_profiled(result)
     if baseline:
         run.report_with_baseline(baseline, fmt, output if output is not None else "-")
     else:

@@ -119,6 +119,14 @@ def files_read(*, config_path: Path | None = None, rules_dirs=()) -> list[Path]:
     return read(config_path=config_path, rules_dirs=rules_dirs)
 
 
+def refuse_if_nothing_profiled(result) -> None:
+    """InputError when no capture of ``result`` recorded GPU work: "no rule found a problem" would read as a
+    healthy program (:mod:`nsight_advisor.engine.nothing_profiled`)."""
+    from nsight_advisor.engine.nothing_profiled import refuse_if_nothing_profiled as refuse
+
+    refuse(result)
+
+
 def format_from_suffix(output: Path | None) -> str:
     """Report format implied by an output file name (html when unknown)."""
     if output is None:

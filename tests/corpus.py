@@ -605,7 +605,7 @@ def b_sqlite_trailing_garbage(folder: Path) -> Setup:
 def b_sqlite_empty_kernels(folder: Path) -> Setup:
     path = _copy(MOCK, folder, "capture.sqlite")
     _edit(path, "delete from CUPTI_ACTIVITY_KIND_KERNEL", "delete from CUPTI_ACTIVITY_KIND_MEMCPY")
-    return _setup(path)
+    return _setup(path, error_words=["nothing was profiled"])
 
 
 def b_sqlite_gzip(folder: Path) -> Setup:
@@ -1833,8 +1833,8 @@ CASES: tuple[Case, ...] = (
          b_sqlite_kernel_is_view, "either", sources=(SANDBOX,)),
     Case("sqlite-wal-readonly-dir", "sqlite", "export in WAL journal mode, in a read-only folder", b_sqlite_wal,
          "analyzed", sources=(MOCK,)),
-    Case("sqlite-no-kernels", "sqlite", "real export with its kernel and memcpy rows deleted",
-         b_sqlite_empty_kernels, "analyzed", sources=(MOCK,)),
+    Case("sqlite-no-kernels", "sqlite", "real export with its kernel and memcpy rows deleted: nothing to judge",
+         b_sqlite_empty_kernels, "rejected", sources=(MOCK,), store_may_remain=True),
     Case("nsys-rep-garbage", "nsys-rep", "nsys-rep header followed by random bytes", b_rep_garbage, "rejected"),
     Case("nsys-rep-truncated", "nsys-rep", "real .nsys-rep cut in half", b_rep_truncated, "rejected",
          sources=(NSYS_REP,)),

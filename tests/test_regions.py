@@ -90,12 +90,13 @@ def test_mfu_before_memory_bound_kernels_lie_in_operator_ranges(monkeypatch, tmp
 
 
 def test_profiler_trace_regions_name_its_record_function_ranges(monkeypatch, tmp_path):
-    # hta_ddp: DDP's gradient all-reduce (record_function 'nccl:all_reduce') holds the most GPU time, and the
-    # small NCCL grids that small-grid names are launched from there
+    # hta_ddp: DDP's gradient all-reduce (record_function 'nccl:all_reduce') holds the most GPU time; its NCCL
+    # kernels are communication, not small grids, so small-grid's kernels lie in the training step instead
     doc = _analyze("kineto/hta_ddp_v100_rank1.json.gz", monkeypatch, tmp_path)
     assert doc["captures"][0]["nvtx_paths"][0]["path"] == "user_annotation:nccl:all_reduce"
     [small] = [f for f in doc["findings"] if f["rule_name"] == "small-grid"]
-    assert small["regions"][0]["path"] == "user_annotation:nccl:all_reduce"
+    assert small["regions"][0]["path"] == "ProfilerStep:ProfilerStep"
+    assert all("nccl" not in r["path"] for r in small["regions"])
 
 
 def test_capture_without_nvtx_has_no_regions(monkeypatch, tmp_path):

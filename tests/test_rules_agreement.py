@@ -5,7 +5,7 @@
   sync-memcpy and pageable-memcpy rules report the same calls (same process, thread where listed, API and memory
   kinds); where gpu-starv lists gaps, gpu-idle-gap reports them.
 * Nsight Compute: wherever a report's stored rule results say "Small Grid", small-grid fires for that kernel; every
-  stored LaunchConfiguration, Occupancy and SOLBottleneck verdict is compared with ours, and every disagreement
+  stored LaunchConfiguration, Occupancy, SOLBottleneck, ThreadDivergence and CPIStall verdict is compared with ours, and every disagreement
   must have a stated reason (``REASONS``); the table of them is printed with ``pytest -s``.
 """
 
@@ -178,8 +178,8 @@ def _stored_verdicts(rel: str) -> list[dict]:
         select k.kernel_id, k.short_name, k.blocks, k.threads_per_block, r.rule_id, coalesce(r.title, '') as title,
                r.result_type, coalesce(r.message, '') as message
         from ncu_rule_results r join ncu_kernels k using (capture_id, kernel_id)
-        where r.rule_id in ('LaunchConfiguration', 'Occupancy', 'TheoreticalOccupancy', 'AchievedOccupancy',
-                            'SOLBottleneck', 'ThreadDivergence')
+        where (r.rule_id in ('LaunchConfiguration', 'Occupancy', 'TheoreticalOccupancy', 'AchievedOccupancy',
+                             'SOLBottleneck', 'ThreadDivergence') or r.rule_id like 'CPIStall%')
           and r.result_type in ('info', 'warning', 'error', 'optimization', 'ok')
         order by k.kernel_id, r.rule_id, title, r.result_type, message
     """
@@ -190,7 +190,15 @@ def _stored_verdicts(rel: str) -> list[dict]:
 
 def _verdict_title(v: dict) -> str:
     """The stored verdict's title; reports older than 2023.2 store none, so read it off the message."""
+    if v["rule_id"].startswith("CPIStall"):
+        # a CPIStall result that only says a metric is missing is no verdict: nothing was measured to judge
+        return "Error" if v["result_type"] == "error" or "could not be found" in v["message"] else "Warp Stall"
     if v["rule_id"] == "AchievedOccupancy" and v["result_type"] != "error":
+        return "Achieved Occupancy"
+    # Before 2023.2 one Occupancy rule judged both: a kernel whose theoretical occupancy no limit lowers got its
+    # message about the gap to achieved occupancy, which is achieved-occupancy's verdict
+    if (v["rule_id"] == "Occupancy" and v["result_type"] != "error"
+            and "not impacted by any block limit" in v["message"] and "achieved occupancy" in v["message"]):
         return "Achieved Occupancy"
     if v["rule_id"] in ("Occupancy", "TheoreticalOccupancy") and v["result_type"] != "error":
         return "Occupancy"
@@ -241,17 +249,35 @@ REASONS = {
     ("Latency Issue", "latency-bound", True): None,
     ("Achieved Occupancy", "achieved-occupancy", True): None,
     ("Thread Divergence", "thread-divergence", True): None,
-    ("High Compute Throughput", None, False): "compute-heavy kernels have no rule (low-tensor-core-use covers "
-                                              "SIMT GEMMs among them)",
     ("High Throughput", None, False): None,
     ("Balanced Throughput", None, False): None,
     ("Error", None, False): "Nsight Compute could not collect this kernel's metrics; neither do we judge it",
+    ("High Compute Throughput", "low-tensor-core-use", True): None,
+    ("High Compute Throughput", "low-tensor-core-use", False):
+        "compute-heavy kernels have no rule of their own: low-tensor-core-use judges the SIMT GEMMs among them, and "
+        "this kernel is no GEMM (or already on tensor cores)",
+    ("Warp Stall", "dominant-stall", True): None,
+    ("Warp Stall", "dominant-stall", False):
+        "CPIStall reports every reason above 30% of the cycles between instructions; dominant-stall (or "
+        "latency-bound, which names the top stalls of its kernels) reports the largest one per kernel",
 }
 
 _TITLE_RULE = {"Small Grid": "small-grid", "Tail Effect": "tail-effect", "Block Size": "block-size-not-multiple-of-32",
                "High Memory Throughput": "memory-bound-kernel", "Occupancy": "low-occupancy",
                "Latency Issue": "latency-bound", "Thread Divergence": "thread-divergence",
-               "Achieved Occupancy": "achieved-occupancy"}
+               "Achieved Occupancy": "achieved-occupancy", "High Compute Throughput": "low-tensor-core-use",
+               "Warp Stall": "dominant-stall"}
+
+
+def _fires_for(rel: str, title: str, rule: str, short_name: str, blocks) -> str | None:
+    """Which rule of ours meets a stored verdict on the kernel, or None. A stall verdict is met by dominant-stall,
+    or by latency-bound, which names the top stall reasons of the kernels it reports (dominant-stall leaves those
+    out)."""
+    if _fires(rel, rule, short_name, blocks):
+        return rule
+    if title == "Warp Stall" and _fires(rel, "latency-bound", short_name, blocks):
+        return "latency-bound"
+    return None
 
 
 def compare_ncu(rel: str) -> list[dict]:
@@ -260,17 +286,18 @@ def compare_ncu(rel: str) -> list[dict]:
     for v in _stored_verdicts(rel):
         title = _verdict_title(v)
         rule = _TITLE_RULE.get(title)
-        fired = _fires(rel, rule, v["short_name"], v["blocks"]) if rule else False
+        met_by = _fires_for(rel, title, rule, v["short_name"], v["blocks"]) if rule else None
+        fired = met_by is not None
         key = (title, rule, fired)
         out.append({"report": rel, "kernel": f'{v["kernel_id"]}:{v["short_name"]}', "ncu": f'{v["rule_id"]}/{title}',
-                    "ours": f"{rule}={'fires' if fired else 'silent'}" if rule else "-",
+                    "ours": f"{met_by or rule}={'fires' if fired else 'silent'}" if rule else "-",
                     "known": key in REASONS, "reason": REASONS.get(key)})
     # The other direction: launch findings of ours on a kernel where Nsight Compute stored no such verdict.
     stored = {(v["short_name"], _verdict_title(v)) for v in _stored_verdicts(rel)}
     for rule, title in (("small-grid", "Small Grid"), ("tail-effect", "Tail Effect"),
                         ("memory-bound-kernel", "High Memory Throughput"), ("low-occupancy", "Occupancy"),
                         ("latency-bound", "Latency Issue"), ("thread-divergence", "Thread Divergence"),
-                        ("achieved-occupancy", "Achieved Occupancy")):
+                        ("achieved-occupancy", "Achieved Occupancy"), ("dominant-stall", "Warp Stall")):
         for row in evidence(rel, rule):
             if row.get("source", "ncu") == "ncu" and (row["short_name"], title) not in stored:
                 out.append({"report": rel, "kernel": row["short_name"], "ncu": f"no '{title}'", "ours": f"{rule}=fires",
@@ -289,6 +316,7 @@ _EXTRA_REASONS = {
     "thread-divergence": "Nsight Compute stored no ThreadDivergence verdict for this kernel",
     "achieved-occupancy": "Nsight Compute 2023.1 and older had no separate AchievedOccupancy rule: their "
                           "combined Occupancy rule reported the limiters instead, and 2020.2's none at all",
+    "dominant-stall": "Nsight Compute stored no CPIStall verdict for this kernel",
     "tail-effect": "Nsight Compute before 2025.1 also required achieved occupancy under 80% of theoretical before "
                    "it reported a tail; we judge the wave geometry alone",
 }

@@ -148,12 +148,18 @@ def stored(con, view: str) -> str:
 def _set_window(con, capture_ids: Sequence[int], window: WindowSpec) -> None:
     ids = ", ".join(str(int(i)) for i in capture_ids) or "null"
     if window.nvtx_range is not None:
+        # a name matches itself and the numbered instances PyTorch writes (ProfilerStep matches ProfilerStep#6)
+        name = sql_params.literal(window.nvtx_range)
         chosen = f"""
             select capture_id, min(start_ns) as start_ns, max(end_ns) as end_ns,
                    {sql_params.literal(window.describe())} as source
             from nvtx_ranges
-            where text = {sql_params.literal(window.nvtx_range)} and capture_id in ({ids}) and end_ns > start_ns
+            where (text = {name} or (starts_with(text, {name} || '#')
+                                     and regexp_full_match(substr(text, length({name}) + 2), '[0-9]+')))
+              and capture_id in ({ids}) and end_ns > start_ns
             group by capture_id"""
+        if not con.execute(f"select exists ({chosen})").fetchone()[0]:
+            raise ConfigError(_no_such_range(con, ids, window.nvtx_range))
     else:
         start = "c.start_ns" if window.start_s is None else f"c.start_ns + {int(round(window.start_s * 1e9))}"
         end = "c.end_ns" if window.end_s is None else f"least(c.end_ns, c.start_ns + {int(round(window.end_s * 1e9))})"
@@ -169,6 +175,16 @@ def _set_window(con, capture_ids: Sequence[int], window: WindowSpec) -> None:
         where end_ns > start_ns
         union all
         select capture_id, start_ns, end_ns, duration_ns, source from fallback""")
+
+
+def _no_such_range(con, ids: str, name: str) -> str:
+    """The one line for a --window range name that no capture holds, with the most frequent names it does hold."""
+    common = [r[0] for r in con.execute(f"""
+        select regexp_replace(text, '#[0-9]+$', '') as family, count(*) as n from nvtx_ranges
+        where capture_id in ({ids}) and text is not null group by 1 order by n desc, family limit 5""").fetchall()]
+    shown = ", ".join(repr(c[:60]) for c in common) if common else "none: the captures hold no NVTX ranges"
+    return (f"--window {name[:80]!r}: no NVTX range of that name (or numbered '{name[:80]}#N') in the captures; "
+            f"names they hold: {shown}; or give seconds (START:END) or 'all'")
 
 
 def read_accounting(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:

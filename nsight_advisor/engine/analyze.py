@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from nsight_advisor.common import sql_params
 from nsight_advisor.engine.model import AnalysisResult, Outcome, severity_rank
+from nsight_advisor.engine.harness import harness_rank, mark_harness
 
 if TYPE_CHECKING:
     import duckdb
@@ -173,18 +174,20 @@ def settle_impacts(con: duckdb.DuckDBPyConnection, captures: list[dict], finding
     ids = [c["capture_id"] for c in captures]
     accounts = accounting.read_accounting(con, ids)
     settled = reconcile(findings, captures, accounts, {cid: kernel_time_by_name(con, cid) for cid in ids})
+    mark_harness(settled)
     settled.sort(key=finding_rank)
     accounting.add_idle_claims(accounts, settled)
     return settled, accounts
 
 
 def finding_rank(f) -> tuple:
-    """Sort key of the ranking: severity first (a rule may cap one-time costs at info), then what the fix would
-    save: ``saving_ns`` where the step graph was replayed with it (claimed time is not saved time where work
-    overlaps, docs/impact.md), else the time claimed (``impact_ns``); ties by the time claimed."""
+    """Sort key of the ranking: the product's kernels before test-harness kernels (engine.harness), then severity
+    (a rule may cap one-time costs at info), then what the fix would save: ``saving_ns`` where the step graph was
+    replayed with it (claimed time is not saved time where work overlaps, docs/impact.md), else the time claimed
+    (``impact_ns``); ties by the time claimed."""
     saving = getattr(f, "saving_ns", None)
-    return (-severity_rank(f.severity), -(f.impact_ns if saving is None else saving), -f.impact_ns, f.rule_id,
-            f.capture_id,
+    return (harness_rank(f), -severity_rank(f.severity), -(f.impact_ns if saving is None else saving), -f.impact_ns,
+            f.rule_id, f.capture_id,
             -1 if f.device_id is None else f.device_id)
 
 

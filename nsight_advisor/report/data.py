@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from nsight_advisor.common.json_values import jsonable
+from nsight_advisor.engine.harness import NOTE as HARNESS_NOTE
 from nsight_advisor.common.severity import SEVERITIES, severity_rank
 from nsight_advisor.report.formatting import clip, fmt_ns, fmt_pct  # noqa: F401 - used by every renderer
 from nsight_advisor.report.waiver_text import waiver_text
@@ -98,7 +99,8 @@ def _num(value: Any) -> float:
 
 
 def rank_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Findings as the engine ranks them: severity first (a rule may keep one-time costs at info), then what the
+    """Findings as the engine ranks them: those on the product's kernels before those on test-harness kernels (the
+    engine's harness note in the message), then severity (a rule may keep one-time costs at info), then what the
     fix would save (``saving_ns`` where the step graph was replayed with it, else the time claimed), then the time
     claimed, then rule id (stable for equal keys)."""
     def estimate(f: Mapping[str, Any]) -> float:
@@ -108,8 +110,8 @@ def rank_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     return sorted(
         findings,
-        key=lambda f: (-severity_rank(str(f.get("severity"))), -estimate(f), -_num(f.get("impact_ns")),
-                       str(f.get("rule_id", "")), str(f.get("title", ""))),
+        key=lambda f: (HARNESS_NOTE in str(f.get("message", "")), -severity_rank(str(f.get("severity"))),
+                       -estimate(f), -_num(f.get("impact_ns")), str(f.get("rule_id", "")), str(f.get("title", ""))),
     )
 
 

@@ -81,6 +81,9 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
         name = md_escape(clip(s.get("source_name") or f"capture {s.get('capture_id')}", 120))
         out.append(f"- **{name}**: " + ", ".join(f for f in facts if f))
         out.extend(_partition_lines(c.get("accounting")))
+        for note in s.get("ingest_notes") or []:  # what a range-profiler trace holds instead of a timeline
+            if str(note.get("note") or "").startswith("CUPTI range-profiler"):
+                out.append(f"  - {md_escape(clip(note.get('note'), 300))}")
         backtraces = next((m for m in s.get("missing") or [] if m.get("data") == "backtraces"), None)
         if backtraces:  # once per capture: no finding can name its source functions
             out.append(f"  - No backtraces recorded, so findings name no source functions: `{md_code(backtraces.get('capture_option'))}`")

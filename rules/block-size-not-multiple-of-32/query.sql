@@ -4,13 +4,13 @@ with sizes as (
     select 'nsys' as source, k.name, coalesce(k.short_name, k.name) as short_name, k.threads_per_block,
            count(*) as launches, sum(k.duration_ns) as duration_ns
     from kernels k
-    where k.capture_id = $capture_id and k.threads_per_block > 0
+    where k.capture_id = $capture_id and k.threads_per_block > 0 and not na_comm_name(k.name)
     group by k.name, k.short_name, k.threads_per_block
     union all
     select 'ncu' as source, k.name, coalesce(k.short_name, k.name) as short_name, k.threads_per_block,
            count(*) as launches, cast(sum(k.duration_ns) as bigint) as duration_ns
     from ncu_kernels k
-    where k.capture_id = $capture_id and k.threads_per_block > 0
+    where k.capture_id = $capture_id and k.threads_per_block > 0 and not na_comm_name(k.name)
     group by k.name, k.short_name, k.threads_per_block
 ),
 lanes as (

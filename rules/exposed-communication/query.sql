@@ -35,6 +35,14 @@ totals as (
     from ops
     group by all
 ),
+job_ranks as (
+    -- How many of the job's ranks the loaded captures hold, and the world size where a profiler recorded it: a wait
+    -- for a late rank can only be seen between ranks that are present.
+    select r.job, count(distinct r.rank) as ranks_present, max(d.world_size) as world_size
+    from comm_ranks r
+    left join capture_distributed d on d.capture_id = r.capture_id
+    group by r.job
+),
 device_share as (
     select p.device_id, p.duration_ns as device_exposed_ns,
            round(100.0 * p.duration_ns / nullif(w.duration_ns, 0), 3) as device_exposed_pct
@@ -53,9 +61,21 @@ select
     t.msg_bytes,
     d.device_exposed_ns,
     d.device_exposed_pct,
+    j.ranks_present,
+    j.world_size,
+    case
+        when j.world_size > j.ranks_present then
+            'is exposed; only ' || j.ranks_present || ' of the job''s ' || j.world_size || ' ranks '
+            || case when j.ranks_present = 1 then 'is' else 'are' end || ' in the capture, so whether it waits for a late rank cannot be told from it'
+        when j.world_size is null and j.ranks_present = 1 then
+            'is exposed; 1 rank is in the capture and the job''s size is not recorded, so whether it waits for a '
+            || 'late rank cannot be told from it'
+        else 'of it is not waiting for a late rank (' || j.ranks_present || ' rank(s) of the job compared)'
+    end as rank_scope,
     greatest(cast(round(coalesce(e.exposed_ns, 0) - coalesce(w.straggler_wait_ns, 0)) as bigint), 0) as impact_ns
 from totals t
 join device_share d on d.device_id = t.device_id
 join comm_ranks r on r.capture_id = $capture_id and r.device_id = t.device_id
+join job_ranks j on j.job = r.job
 left join exposed e on e.device_id = t.device_id and e.collective = t.collective
 left join waits w on w.device_id = t.device_id and w.collective = t.collective

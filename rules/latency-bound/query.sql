@@ -24,5 +24,6 @@ select
     name
 from ncu_kernel_efficiency
 where capture_id = $capture_id and isfinite(duration_ns) and max_throughput_pct is not null
+  and not na_comm_name(name)
   and coalesce(waves_per_sm, $min_waves) >= $min_waves
 group by name, short_name

@@ -24,7 +24,8 @@ timeline as (
         -- or 16-bit instead of 32-bit data, removes about bytes_saved_fraction of its bytes and so of its time.
         cast(duration_ns * $bytes_saved_fraction as bigint) as impact_ns,
         'name' as class_basis,
-        'estimate: ' || cast(round(100 * $bytes_saved_fraction) as integer) || '% of the time (class from the name, no byte counts)' as impact_basis
+        'estimate: ' || cast(round(100 * $bytes_saved_fraction) as integer) || '% of the time (class from the name, no byte counts)' as impact_basis,
+        null::double as local_traffic_pct
     from (
         select
             k.name,
@@ -75,10 +76,12 @@ profiled as (
         cast(sum(least(r.roofline_ns, r.duration_ns)) as bigint) as roofline_ns,
         cast(sum(greatest(r.duration_ns - r.roofline_ns, 0)) as bigint) as impact_ns,
         any_value(c.class_basis) as class_basis,
-        'roofline: Nsight Compute DRAM bytes at ' || $achievable_dram_pct || '% of peak' as impact_basis
+        'roofline: Nsight Compute DRAM bytes at ' || $achievable_dram_pct || '% of peak' as impact_basis,
+        max(e.local_traffic_pct) as local_traffic_pct
     from ncu_kernel_classes c
     join ncu_roof r on r.kernel_id = c.kernel_id
-    where c.capture_id = $capture_id
+    left join ncu_kernel_efficiency e on e.capture_id = c.capture_id and e.kernel_id = c.kernel_id
+    where c.capture_id = $capture_id and c.category <> 'communication'
     group by c.name, c.short_name, c.category, c.precision
 ),
 rows_ as (
@@ -105,8 +108,14 @@ select
     impact_basis,
     case
         when source = 'nsys' then 'memory-limited by its class: fuse it or move narrower data'
+        -- traffic that register spills and stack arrays cause is not the data's: narrower types do not shrink it
+        when local_traffic_pct >= 50 then 'at ' || round(dram_pct) || '% of DRAM peak, but ' || round(local_traffic_pct)
+             || '% of its L1 sectors are local memory (register spills or stack arrays): remove those first '
+             || '(local-memory-spills)'
         when dram_pct >= $near_roofline_pct then 'at ' || round(dram_pct) || '% of DRAM peak: only moving fewer bytes helps'
         else 'at ' || round(dram_pct) || '% of DRAM peak: access pattern or parallelism limit it below the roofline'
     end as verdict,
+    -- The timeline's impact is a guess from the kernel's name (no byte counts): it informs, never warns.
+    case when source = 'nsys' then 'info' end as estimate_severity,
     name
 from rows_

@@ -25,6 +25,15 @@ window_start as (
     join captures c on c.capture_id = w.capture_id
     where w.capture_id = $capture_id
 ),
+step_at_start as (
+    -- a PyTorch profiler step after the first (ProfilerStep#N, N >= 1) running when the GPU work starts: a capture that begins inside a
+    -- training step spends that time on the step's own host work (data loading, the first operators), which
+    -- recurs every step and is not one-time setup
+    select any_value(n.text order by n.start_ns) as step
+    from nvtx_ranges n, window_start w
+    where n.capture_id = $capture_id and regexp_full_match(n.text, 'ProfilerStep#[1-9][0-9]*')
+      and n.start_ns <= w.start_ns and n.end_ns > w.start_ns
+),
 cuda_before as (
     select count(*) as calls, sum(a.duration_ns) as cuda_ns, arg_max(a.base_name, a.duration_ns) as named_by
     from cuda_api_calls a, window_start w
@@ -39,6 +48,7 @@ host as (
 rows_ as (
     select
         cause, device_id, gaps, longest_gap_ns, named_by, null::bigint as cuda_ns, cost_ns,
+        'One-time startup and compilation cost' as kind,
         'on device ' || device_id as scope,
         case cause when 'jit' then 'run-time compilation' else 'module loading and initialization' end
             || ' leaves the GPU idle in ' || gaps || ' gap(s), the longest ' || round(longest_gap_ns / 1e6, 1)
@@ -52,11 +62,18 @@ rows_ as (
     select
         'before-window', null, null, null, b.named_by, least(coalesce(b.cuda_ns, 0), w.start_ns - w.capture_start_ns),
         w.start_ns - w.capture_start_ns,
+        case when s.step is not null then 'Host work at the start of ' || s.step || ', not one-time startup,'
+             -- the launching thread was busy with the program's own work (host_activity): not startup either
+             when h.activity in ('cpu', 'io', 'dataloader', 'framework', 'framework-sync')
+                 then 'Host work before the GPU starts (' || h.activity || '), not one-time startup,'
+             else 'One-time startup and compilation cost' end,
         'before ' || w.boundary,
         'the capture runs ' || round((w.start_ns - w.capture_start_ns) / 1e6, 1) || ' ms before ' || w.boundary
             || case when b.calls > 0 then ', ' || round(least(b.cuda_ns, w.start_ns - w.capture_start_ns) / 1e6, 1)
                     || ' ms of it in ' || b.calls || ' CUDA call(s) such as ' || b.named_by else '' end
             || ' (not part of the analysis window)'
+            || case when s.step is not null then '; the capture starts inside ' || s.step
+                    || ', whose host work (data loading, its first operators) recurs every step' else '' end
             || coalesce('; the launching thread: ' || case h.activity
                    when 'cpu' then 'the program''s own CPU work, not startup: '
                    when 'io' then 'reading and writing files: '
@@ -67,10 +84,10 @@ rows_ as (
                    || ' ms, cuda-api ' || round(h.cuda_api_ns / 1e6, 1) || ' ms, framework '
                    || round(h.framework_ns / 1e6, 1) || ' ms, cpu ' || round(h.cpu_ns / 1e6, 1) || ' ms)', ''),
         'info', h.activity, h.io_ns, h.wait_ns, h.cuda_api_ns, h.framework_ns, h.cpu_ns
-    from window_start w, cuda_before b
+    from window_start w, cuda_before b, step_at_start s
     left join host h on true
     where w.start_ns > w.capture_start_ns
 )
-select cause, device_id, gaps, longest_gap_ns, named_by, cuda_ns, scope, what, severity, host_activity, io_ns, wait_ns,
-       cuda_api_ns, framework_ns, cpu_ns, cost_ns, cost_ns as impact_ns
+select cause, device_id, gaps, longest_gap_ns, named_by, cuda_ns, kind, scope, what, severity, host_activity, io_ns,
+       wait_ns, cuda_api_ns, framework_ns, cpu_ns, cost_ns, cost_ns as impact_ns
 from rows_

@@ -14,7 +14,7 @@ with timeline as (
         any_value(l.waves) as waves,
         sum(l.duration_ns) as duration_ns
     from kernel_launches l
-    where l.capture_id = $capture_id and l.waves is not null
+    where l.capture_id = $capture_id and l.waves is not null and not na_comm_name(l.name)
     group by l.name, l.short_name, l.device_id, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
              l.registers_per_thread, l.shared_mem_bytes
 ),
@@ -37,7 +37,7 @@ profiled as (
         cast(sum(k.duration_ns) as bigint) as duration_ns
     from ncu_kernels k
     join ncu_waves w on w.kernel_id = k.kernel_id
-    where k.capture_id = $capture_id
+    where k.capture_id = $capture_id and not na_comm_name(k.name)
     group by k.name, k.short_name, k.blocks, k.threads_per_block, w.waves
 ),
 launches as (

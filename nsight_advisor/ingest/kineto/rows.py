@@ -27,6 +27,7 @@ from typing import Callable, Iterable
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.kineto.json_events import to_ns
 from nsight_advisor.ingest.ncu.rows import short_kernel_name
+from nsight_advisor.ingest.kineto.ranges import CATEGORY, ProfilerRanges
 
 #: Rows per batch handed to the sink.
 BATCH_ROWS = 50_000
@@ -101,7 +102,9 @@ class EventRows:
         self.events = 0
         self._copy_names: dict[str, tuple] = {}
         self._short: dict[int, int] = {}  # name_id -> short name's name_id
+        self.profiler_ranges = ProfilerRanges()  # CUPTI range-profiler mode (ingest.kineto_ranges)
         self._handlers = {
+            CATEGORY: self.profiler_ranges.add,
             "kernel": self._kernel, "cuda_runtime": self._runtime, "cuda_driver": self._driver,
             "gpu_memcpy": self._memcpy, "gpu_memset": self._memset, "cuda_sync": self._sync,
             "user_annotation": self._user_annotation, "gpu_user_annotation": self._gpu_annotation,

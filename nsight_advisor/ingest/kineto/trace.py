@@ -29,6 +29,7 @@ from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.kineto.header import CUDA_OPTION, write_header_tables
 from nsight_advisor.ingest.kineto.json_events import iter_events, read_header
+from nsight_advisor.ingest.kineto.ranges import write_ranges
 from nsight_advisor.ingest.kineto.rows import COLUMNS, DOMAINS, EventRows, MAX_NAME_CHARS
 from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS as DEPTH_BATCH_ROWS, DepthStream
 from nsight_advisor.common.progress import Progress
@@ -269,6 +270,7 @@ class _Ingest:
                    s.end_ns - s.start_ns, s.event_id
             FROM {self.stage('syncs')} s LEFT JOIN {launcher} l ON l.correlation_id = s.correlation_id""",
                  {"cid": self.cid})
+        write_ranges(self, self.rows.profiler_ranges)
         if not self.count("kernel_rows", stored=True):
             self.missing("kernels", "no kernel events: GPU activity was not traced", CUDA_OPTION)
         if not self.count("syncs", stored=True):

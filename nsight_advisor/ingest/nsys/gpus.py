@@ -102,6 +102,10 @@ def _insert_gpu(reader: ExportReader, dev, name, chip, sm_count, cc_major, cc_mi
     spec = lookup_gpu(name)
     cc = f"{cc_major}.{cc_minor}" if cc_major is not None and cc_minor is not None else None
     bandwidth = bandwidth if bandwidth else (spec.dram_bytes_per_s if spec else None)
+    # Exports that name the GPU but lack its SM count (a .qdrep re-exported by nsys 2022.4 has no smCount column)
+    # take it from the model's datasheet, as the DRAM bandwidth above: a raw report and its export then judge
+    # grids alike.
+    sm_count = sm_count if sm_count else (spec.sm_count if spec else None)
     reader.sql("INSERT INTO gpus VALUES (" + ", ".join(["?"] * 24) + ")", [
         reader.cid, dev, name, chip, sm_count, cc, cc_major, cc_minor, total_mem, l2, clock, bandwidth,
         warps_sm, blocks_sm, threads_block, regs_sm, regs_block, shmem_sm, shmem_block, warp_size,

@@ -18,15 +18,26 @@
 -- The SIMT markers win when both appear: cuBLAS names its FP32 xmma kernels 'sm80_xmma_gemm_f32f32_..._ffma_...',
 -- and 'xmma' alone therefore proves nothing.
 
+-- Communication kernels by name: NCCL (ncclKernel_*, ncclDevKernel_*), RCCL/MSCCL, NVSHMEM, and the custom
+-- all-reduce kernels of inference engines (vLLM's cross_device_reduce, TensorRT-LLM's oneShotAllReduceKernel). They
+-- launch 1-32 blocks by design and wait on other GPUs, so their grid, occupancy and tails are NCCL's choice and their
+-- cost belongs to the communication rules (exposed-communication, collective-straggler), never to the
+-- kernel-efficiency rules, which leave them out with this macro.
+create or replace macro na_comm_name(kname) as (
+    regexp_matches(lower(coalesce(kname, '')),
+        'nccl|rccl|msccl|nvshmem|cross_device_reduce|allreduce|all_reduce|allgather|all_gather|reducescatter|'
+        || 'reduce_scatter|alltoall|all_to_all')
+);
+
 -- Category: communication, attention and GEMM/convolution are read from the full name (CUTLASS's base name is just
 -- 'Kernel'), the memory-limited categories from the base name when there is one (PyTorch's template arguments
 -- mention 'normal_distribution', 'copy' and the like inside elementwise kernels).
 create or replace macro na_kernel_category(kname, kshort) as (
     case
-        when regexp_matches(lower(kname), 'nccl') then 'communication'
+        when na_comm_name(kname) then 'communication'
         when regexp_matches(lower(kname), 'flash|fmha|attention|_attn|attn_') then 'attention'
         when regexp_matches(lower(kname),
-            'gemm|gemv|matmul|conv|fprop|dgrad|wgrad|winograd|nvjet|cutlass::gemm|_mma_|wmma')
+            'gemm|gemv|mat_?mul|matrix_?mul|conv|fprop|dgrad|wgrad|winograd|nvjet|cutlass::gemm|_mma_|wmma')
             then 'gemm_conv'
         when regexp_matches(lower(coalesce(kshort, kname)),
             'reduce|reduction|norm|softmax|pool|scan|mean|argmax|argmin|topk|sum_kernel|histogram')

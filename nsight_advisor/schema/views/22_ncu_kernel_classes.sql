@@ -11,7 +11,9 @@
 --                      elementwise arithmetic (one FADD per loaded element, DRAM far busier) does not. On the real
 --                      reports this holds for every esmm_a10g_sgemm kernel and cuBLAS's volta/ampere_sgemm, and for
 --                      none of the elementwise, RNG and copy kernels.
---   FP64 GEMM        : the same with the FP64 pipe.
+--   FP64 GEMM        : the FP64 pipe busiest and busier than DRAM, and a GEMM-like name (na_kernel_category
+--                      'gemm_conv': gemm, matmul, matrixMul, ...). FP64 arithmetic with reuse is not only GEMM: a
+--                      pairwise-distance or stencil kernel keeps the FP64 pipe as busy, and only the name tells.
 -- Attention and communication names keep their category (a FlashAttention kernel uses the tensor pipe too).
 -- No semicolons inside this file except between statements (the loader splits on them).
 create or replace view ncu_kernel_classes as
@@ -48,7 +50,8 @@ c as (
                  and p.fma_pipe_pct >= coalesce(p.fp64_pipe_pct, 0)
                  and p.fma_pipe_pct >= 0.35 * p.issue_pct and p.fma_pipe_pct > coalesce(p.dram_pct, 0) then 'fma'
             when p.fp64_pipe_pct >= 2 and p.fp64_pipe_pct >= coalesce(p.alu_pipe_pct, 0)
-                 and p.fp64_pipe_pct > coalesce(p.fma_pipe_pct, 0) and p.fp64_pipe_pct > coalesce(p.dram_pct, 0) then 'fp64'
+                 and p.fp64_pipe_pct > coalesce(p.fma_pipe_pct, 0) and p.fp64_pipe_pct > coalesce(p.dram_pct, 0)
+                 and na_kernel_category(k.name, k.short_name) = 'gemm_conv' then 'fp64'
         end as counter_class
     from ncu_kernels k
     left join pipes p on p.capture_id = k.capture_id and p.kernel_id = k.kernel_id

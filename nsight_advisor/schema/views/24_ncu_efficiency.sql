@@ -156,6 +156,9 @@ select
     100.0 * p.shared_bank_conflicts / nullif(p.shared_wavefronts, 0) as bank_conflict_pct,  -- shared-memory wavefronts caused by bank conflicts, % of all shared wavefronts (MemoryWorkloadAnalysis_Tables)
     coalesce(p.local_ld_sectors, 0) + coalesce(p.local_st_sectors, 0) as local_sectors,  -- local-memory (register spill, stack) sectors through L1 (MemoryWorkloadAnalysis_Tables)
     100.0 * (coalesce(p.local_loads, 0) + coalesce(p.local_stores, 0)) / nullif(p.inst_executed, 0) as local_inst_pct,  -- local loads and stores, % of executed warp instructions (SourceCounters)
+    100.0 * (coalesce(p.local_ld_sectors, 0) + coalesce(p.local_st_sectors, 0))
+        / nullif(coalesce(p.local_ld_sectors, 0) + coalesce(p.local_st_sectors, 0) + coalesce(p.global_ld_sectors, 0)
+                 + coalesce(p.global_st_sectors, 0), 0) as local_traffic_pct,  -- local sectors, % of the LSU's local + global sectors through L1: the share of the kernel's memory traffic that spills and stack arrays cause (MemoryWorkloadAnalysis_Tables)
     v.ncu_verdicts                  -- Nsight Compute's stored warnings and optimizations for the kernel (rule id, title, estimated speedup), NULL when none
 from ncu_kernels k
 left join p using (capture_id, kernel_id)
