@@ -149,7 +149,11 @@ def test_a_reference_kernel_ranks_after_the_products_findings(tmp_path):
             con.close()
 
     plain = top_two(TRACES / rel, "plain.duckdb")
-    assert plain[0].rule_name == "small-grid" and plain[0].severity == "error"  # the 1-block add kernel, on top
+    ranked = [f.rule_name for f in plain]
+    # the 1-block add kernel: an error ranked among the first (the host-bound idle of gpu-idle-gap may lead), above
+    # every info finding
+    assert "small-grid" in ranked[:2] and plain[ranked.index("small-grid")].severity == "error"
+    assert ranked.index("small-grid") < len(ranked) - 1
     renamed = tmp_path / "harness.sqlite"  # the same run with its kernel named as CUTLASS names its reference GEMM
     shutil.copyfile(TRACES / rel, renamed)
     with sqlite3.connect(renamed) as con:
