@@ -239,14 +239,15 @@ per_gap as (
            sum(ns) filter (where kind = 'wait') as wait_ns,
            sum(ns) filter (where kind = 'cuda-api') as cuda_ns,
            sum(ns) filter (where kind = 'ops') as ops_ns,
-           arg_max(label, ns) filter (where kind = 'io') as top_io,
-           arg_max(label, ns) filter (where kind = 'wait') as top_wait,
-           arg_max(label, ns) filter (where kind = 'cuda-api') as top_cuda_api,
-           arg_max(label, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator,
+           -- ties (nested operators covering the same time) go to the greatest label, the same in every plan
+           arg_max(label, (ns, label)) filter (where kind = 'io') as top_io,
+           arg_max(label, (ns, label)) filter (where kind = 'wait') as top_wait,
+           arg_max(label, (ns, label)) filter (where kind = 'cuda-api') as top_cuda_api,
+           arg_max(label, ((label like 'aten::%')::integer * 1e15 + ns, label)) filter (where kind = 'op') as top_operator,
            max(ns) filter (where kind = 'io') as top_io_ns,
            max(ns) filter (where kind = 'wait') as top_wait_ns,
            max(ns) filter (where kind = 'cuda-api') as top_cuda_api_ns,
-           arg_max(ns, (label like 'aten::%')::integer * 1e15 + ns) filter (where kind = 'op') as top_operator_ns
+           arg_max(ns, ((label like 'aten::%')::integer * 1e15 + ns, label)) filter (where kind = 'op') as top_operator_ns
     from per_label
     group by all
 ),
