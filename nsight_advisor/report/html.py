@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 
 from nsight_advisor.report import charts, rank_chart
+from nsight_advisor.report.job_view import heat_strip, job_entries
 from nsight_advisor.report.data import (
     HTML_LIMITS, HTML_MAX_BYTES, HTML_TIGHT_LIMITS, Limits, clip, fmt_ns, fmt_pct, prepare,
 )
@@ -209,8 +210,15 @@ def _render(result: Any, limits: Limits) -> str:
     cap_label = ", ".join(v["name"] for v in capture_views[:3]) or "no capture"
     title = clip(f"{r['tool']['name']}: {total} finding{'s' if total != 1 else ''} · {cap_label}", 200)
 
+    job = job_entries(r) if r.get("job_findings") else []
+    if job:  # a job opens with its grouped findings: the headline names the costliest entry, not one rank's
+        top = job[0]
+        headline = clip(f"{total} findings in {len(caps)} captures, {len(r['job_findings'])} across the ranks; "
+                        f"the costliest: {top['title']} ({top['total']} over {top['ranks']} ranks)", 300)
     template = _environment().get_template("report.html.j2")
     return template.render(
+        job=job, job_left_out=max(0, len(r.get("job_findings") or []) - len(job)),
+        job_count=len(caps), strip=heat_strip(caps, summary) if job else None,
         combined=_combined_view(summary.get("combined")),
         ranks=[v for v in map(rank_chart.rank_view, (summary.get("ranks") or [])[:MAX_JOBS_SHOWN]) if v],
         nvtx_breakdown=nvtx_breakdown(r["captures"], r["findings"], names),
