@@ -13,8 +13,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
-from nsight_advisor.engine.combined_view import finding_subject
-from nsight_advisor.engine.model import severity_rank
+from nsight_advisor.common.severity import severity_rank
 
 
 def rank_of(summary: dict[str, Any]) -> dict[tuple[int, Any], int]:
@@ -44,7 +43,7 @@ def job_findings(result) -> list[dict[str, Any]]:
     all_ranks = len({v for v in ranks.values()}) or len(result.captures)
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for index, f in enumerate(result.findings):
-        key = (f.rule_id, finding_subject(f))
+        key = (f.rule_id, _subject(f))
         entry = groups.get(key)
         if entry is None:
             entry = groups[key] = {"rule_id": f.rule_id, "rule_name": f.rule_name, "title": f.title,
@@ -69,6 +68,12 @@ def job_findings(result) -> list[dict[str, Any]]:
     out = [_finish(entry, all_ranks) for entry in groups.values()]
     out.sort(key=lambda e: (-severity_rank(e["severity"]), -e["impact_ns_total"], e["first_finding"]))
     return out
+
+
+def _subject(finding) -> str:
+    """As nsight_advisor.engine.combined_view.finding_subject (not imported: model imports this module)."""
+    subject = getattr(finding, "subject", None)
+    return "" if subject is None else str(subject)
 
 
 def _finish(entry: dict[str, Any], all_ranks: int) -> dict[str, Any]:
