@@ -195,8 +195,7 @@ def _kernel_fix(con, model: StepModel, f: Finding, on_device: np.ndarray) -> dic
     settle = f.impact_ns / f.claimed_ns if f.claimed_ns > 0 else 1.0
     times = _kernel_time(con, f.capture_id, f.device_id)
     scale = np.ones(len(g))
-    names = g.ops["name"].fillna("")
-    short = names.map(_short_name)
+    names, short = _op_names(model)
     for subject, ns in claims:
         total = times.get(subject, 0)
         if total <= 0:
@@ -205,6 +204,17 @@ def _kernel_fix(con, model: StepModel, f: Finding, on_device: np.ndarray) -> dic
         mask = on_device & (g.ops["kind"].to_numpy() == KERNEL) & ((names == subject) | (short == subject)).to_numpy()
         scale[mask] *= 1.0 - share
     return {"own_scale": scale} if (scale < 1).any() else None
+
+
+def _op_names(model: StepModel):
+    """The graph's operation names and their short names, made once per model (not once per finding: 41 kernel
+    findings on the 8 DLRM ranks shortened 262k names, 1.6 s), each distinct name shortened once."""
+    kept = model.__dict__.get("_op_names")
+    if kept is None:
+        names = model.graph.ops["name"].fillna("")
+        short = {n: _short_name(n) for n in names.unique()}
+        kept = model.__dict__["_op_names"] = (names, names.map(short))
+    return kept
 
 
 def _short_name(name: str) -> str:
