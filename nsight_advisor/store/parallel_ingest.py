@@ -86,6 +86,15 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
     large = [(cid, path) for cid, path in items[1:] if not is_small(path)]
     workers = min(len(large) + 1, max_workers or usable_cores())
     if workers <= 1 or not large:
+        if not large and items and is_small(items[0][1]):
+            # small captures only: one DuckDB thread (their tables fit in a row group or two; more threads cost CPU)
+            saved = con.execute("SELECT current_setting('threads')").fetchone()[0]
+            con.execute("SET threads = 1")
+            try:
+                ingest_captures(con, items, progress=progress, defer=defer)
+            finally:
+                con.execute(f"SET threads = {int(saved)}")
+            return
         ingest_captures(con, items, progress=progress, defer=defer)
         return
     threads = max(1, usable_cores() // workers)
