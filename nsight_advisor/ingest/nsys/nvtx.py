@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 #: Lower than the ingest's so that the batches and DuckDB together stay within the ingest's peak
 #: (docs/performance.md, "Measurements behind the code").
 DEPTH_MEMORY_LIMIT = "350MB"
+#: Rows per Arrow batch of the stream: nsight_advisor.ingest.nvtx_depth.BATCH_ROWS, written here so that this
+#: module does not import numpy and pyarrow before a range streams (tests/test_ingest_nsys.py checks they agree).
+BATCH_ROWS = 250_000
 
 
 def read_nvtx_ranges(reader: ExportReader) -> None:
@@ -154,8 +157,6 @@ class NvtxStream:
         self._known: dict[int, str | None] = {}  # string id -> value, for the ids seen so far
 
     def open(self, sql: str) -> pa.RecordBatchReader:
-        from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS
-
         return self.con.execute(sql).to_arrow_reader(BATCH_ROWS)
 
     def schema(self, reader: pa.RecordBatchReader) -> pa.Schema:
