@@ -1,7 +1,17 @@
-"""Many ranks on the local pool and on Ray: wall time and the driver's peak RSS at 64, 128 and 256 ranks.
+"""Many ranks: cold ``analyze`` of the 8 DLRM ranks against HTA, of 64 ranks against 8; ingest on the pool and Ray.
 
-    python benchmarks/bench_ranks.py                        # ingest at 64, 128, 256 ranks; analyze at 256
-    python benchmarks/bench_ranks.py --ranks 256 --no-analyze
+    python benchmarks/bench_ranks.py --hta /tmp/hta-venv/bin/python --runs 3   # analyze: 8 ranks vs HTA, 64 ranks
+    python benchmarks/bench_ranks.py --ingest                                 # ingest at 64, 128, 256 ranks
+    python benchmarks/bench_ranks.py --ingest --ranks 256 --no-analyze
+
+Analyze (the default): each run, in fresh processes with empty caches and in this order, HTA's ``TraceAnalysis``
+on the 8 real DLRM ranks with its temporal, communication/computation overlap, kernel and idle time breakdowns
+(``--hta``: a Python with HolisticTraceAnalysis installed, never a dependency of this project), then
+``nsight-advisor analyze`` of the same 8 files (``--no-cache -o report.html``: ingest, every rule, the HTML), then
+of 64 ranks written by ``../shared/tools/replicate_ranks.py`` (rank r a copy of real rank r % 8 with its rank and
+world size rewritten). Reported per run: wall seconds, the driver's peak RSS, and the ratios of that run.
+
+Ingest (``--ingest``):
 
 The ranks are Kineto traces written by ``tests/synthetic_rank_files.py`` from rank 0 of the real DLRM set (8
 NCCL kernels among 245 per rank; rank 37 slow). For each executor, each command runs in a fresh process with an
@@ -28,8 +38,19 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from synthetic_rank_files import write_ranks  # noqa: E402
 
-TEMPLATE = (REPO.parent / "shared" / "traces" / "kineto" / "dlrm_8rank"
-            / "worker0_step_12.1694128201545.pt.trace.json.gz")
+DLRM = REPO.parent / "shared" / "traces" / "kineto" / "dlrm_8rank"
+TEMPLATE = DLRM / "worker0_step_12.1694128201545.pt.trace.json.gz"
+REPLICATE = REPO.parent / "shared" / "tools" / "replicate_ranks.py"
+
+# HTA's four breakdowns on a folder of ranks, as its own examples call them; prints the frames' sizes.
+_HTA = ("import sys, time\n"
+        "from hta.trace_analysis import TraceAnalysis\n"
+        "a = TraceAnalysis(trace_dir=sys.argv[1])\n"
+        "t = a.get_temporal_breakdown(visualize=False)\n"
+        "o = a.get_comm_comp_overlap(visualize=False)\n"
+        "k = a.get_gpu_kernel_breakdown(visualize=False)\n"
+        "i = a.get_idle_time_breakdown(visualize=False)\n"
+        "print(len(t), len(o), len(k[0]), len(i[0]))\n")
 
 # The command line in a process that writes its own peak RSS (kB on Linux) to a file when it exits.
 _DRIVER = ("import atexit, resource, sys\n"
@@ -58,12 +79,75 @@ def _executor(kind: str, address: str) -> list[str]:
     return ["--executor", "ray", "--ray-address", address] if kind == "ray" else ["--executor", "local"]
 
 
+def timed(cmd: list[str], env: dict | None = None) -> dict:
+    """Wall seconds and the peak RSS (MB) of ``cmd``'s own process (GNU time's %M: worker processes not counted)."""
+    start = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[:3]}: exit {proc.returncode}: {proc.stderr[-2000:]}")
+    return {"wall_s": round(wall, 2), "peak_rss_mb": round(int(proc.stderr.strip().splitlines()[-1]) / 1024)}
+
+
+def analyze_runs(args, work: Path) -> None:
+    """The 8 DLRM ranks against HTA and 64 ranks against 8, ``args.runs`` times, one line per run."""
+    eight = work / "dlrm8"
+    eight.mkdir()
+    for f in sorted(DLRM.glob("*.json.gz")):  # a copy: HTA writes nothing, but its folder must hold only ranks
+        shutil.copy(f, eight / f.name)
+    many = work / f"ranks{args.many}"
+    subprocess.run([sys.executable, str(REPLICATE), str(DLRM), str(many), str(args.many)], check=True,
+                   capture_output=True)
+    load = os.getloadavg()[0]
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, load average "
+          f"{load:.1f} at the start", flush=True)
+    rows = []
+    for i in range(args.runs):
+        row = {"run": i + 1}
+        if args.hta:
+            row["hta"] = timed([args.hta, "-c", _HTA, str(eight)])
+        for label, folder in (("8", eight), (str(args.many), many)):
+            env = {**os.environ, "NSIGHT_ADVISOR_CACHE": str(work / f"cache-{label}-{i}")}
+            row[label] = timed([sys.executable, "-m", "nsight_advisor", "analyze",
+                                *map(str, sorted(folder.glob("*.json.gz"))), "--no-cache", "-q",
+                                "-o", str(work / f"report-{label}.html")], env)
+        if args.hta:
+            row["8 / hta"] = round(row["8"]["wall_s"] / row["hta"]["wall_s"], 2)
+        row[f"{args.many} / 8"] = round(row[str(args.many)]["wall_s"] / row["8"]["wall_s"], 2)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(f"| run | HTA s | analyze 8 s | 8 / HTA | analyze {args.many} s | {args.many} / 8 | peak RSS MB: HTA / 8 / "
+          f"{args.many} |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        hta = r.get("hta") or {}
+        print(f"| {r['run']} | {hta.get('wall_s', '-')} | {r['8']['wall_s']} | {r.get('8 / hta', '-')}x | "
+              f"{r[str(args.many)]['wall_s']} | {r[f'{args.many} / 8']}x | {hta.get('peak_rss_mb', '-')} / "
+              f"{r['8']['peak_rss_mb']} / {r[str(args.many)]['peak_rss_mb']} |")
+    print(f"# load average {os.getloadavg()[0]:.1f} at the end")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ingest", action="store_true", help="measure ingest on the local pool and Ray instead")
+    ap.add_argument("--hta", metavar="PYTHON", help="a Python with HolisticTraceAnalysis installed (the anchor)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--many", type=int, default=64, help="ranks of the larger job (default 64)")
     ap.add_argument("--ranks", type=int, nargs="+", default=[64, 128, 256])
     ap.add_argument("--ray-cpus", type=int, default=2)
-    ap.add_argument("--no-analyze", action="store_true", help="measure the ingest only")
+    ap.add_argument("--no-analyze", action="store_true", help="with --ingest: measure the ingest only")
     args = ap.parse_args()
+    if not args.ingest:
+        work = Path(tempfile.mkdtemp(prefix="bench-ranks-"))
+        try:
+            analyze_runs(args, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    ingest_runs(args)
+
+
+def ingest_runs(args) -> None:
+    """Ingest at ``args.ranks`` on the local pool and on Ray, and analyze at the largest count."""
     work = Path(tempfile.mkdtemp(prefix="bench-ranks-"))
     import ray
 

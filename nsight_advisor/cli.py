@@ -199,7 +199,7 @@ def _progress_enabled(quiet: bool) -> bool:
 @click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
               help="Where many captures are ingested: local worker processes (default) or Ray tasks.")
 @click.option("--ray-address", metavar="ADDR", default=None,
-              help="The Ray cluster for --executor ray (default: auto, the cluster this machine belongs to).")
+              help="The Ray cluster for --executor ray (default: the one running on this machine, else a local one started for the run).")
 @click.option("--gpu", "gpu_model", metavar="MODEL", default=None,
               help="GPU model for captures that do not name their GPU (e.g. 'H100 SXM', 'A100 80GB SXM4', 'V100 "
                    "SXM2'); fills only what the capture leaves unknown. Also [gpu] model in the config.")
@@ -324,7 +324,7 @@ def compare(sides, base, head, output, fmt, fail_pct, no_cache, config_path, qui
 @click.option("--executor", type=click.Choice(["local", "ray"]), default=None,
               help="Where many captures are ingested: local worker processes (default) or Ray tasks.")
 @click.option("--ray-address", metavar="ADDR", default=None,
-              help="The Ray cluster for --executor ray (default: auto, the cluster this machine belongs to).")
+              help="The Ray cluster for --executor ray (default: the one running on this machine, else a local one started for the run).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
 def ingest(captures, store_path, executor, ray_address, quiet):
     """Ingest captures into a DuckDB trace store (created or extended atomically).

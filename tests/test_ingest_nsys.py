@@ -254,6 +254,13 @@ def test_invalid_utf8_in_strings_and_nvtx_text(tmp_path: Path, store) -> None:
     assert store.execute("SELECT count(*) FROM kernels").fetchone()[0] > 100
 
 
+def test_the_nvtx_stream_batches_as_the_depth_walk_does() -> None:
+    from nsight_advisor.ingest import nvtx_depth
+    from nsight_advisor.ingest.nsys import nvtx as nsys_nvtx
+
+    assert nsys_nvtx.BATCH_ROWS == nvtx_depth.BATCH_ROWS
+
+
 @pytest.mark.parametrize("batch_rows", [2, 250_000])
 def test_nvtx_rows_out_of_start_order_are_sorted_first(tmp_path: Path, batch_rows: int, monkeypatch) -> None:
     """An export whose NVTX rows do not come in start order per thread gets the same ranges and depths."""

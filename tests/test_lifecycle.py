@@ -49,7 +49,7 @@ def test_sigkill_mid_ingest_leaves_no_worker_and_the_next_run_reclaims_its_files
     if not all(p.exists() for p in captures):
         pytest.skip(f"real traces absent at {TRACES}")
     env = {**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache"),
-           "TMPDIR": str(tmp_path)}
+           "TMPDIR": str(tmp_path), "NSIGHT_ADVISOR_SMALL_CAPTURE_BYTES": "0"}  # workers even for small captures
     store = tmp_path / "stores" / "run.duckdb"
     proc = subprocess.Popen([sys.executable, "-m", "nsight_advisor", "ingest", *map(str, captures), "--store",
                              str(store)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -69,7 +69,8 @@ def test_many_captures_get_their_own_capture_ids(ranks):
         con.close()
 
 
-def test_parallel_ingest_equals_sequential_ingest(ranks, tmp_path):
+def test_parallel_ingest_equals_sequential_ingest(ranks, tmp_path, monkeypatch):
+    monkeypatch.setenv("NSIGHT_ADVISOR_SMALL_CAPTURE_BYTES", "0")  # these captures are small: workers all the same
     items = list(zip([1, 2, 3], [p.resolve() for p in ranks]))
     stores = {}
     for workers in (1, 3):
@@ -78,7 +79,25 @@ def test_parallel_ingest_equals_sequential_ingest(ranks, tmp_path):
             con, items, work_dir=tmp_path, max_workers=workers))
         stores[workers] = _contents(target)
     assert stores[1] == stores[3]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["w1.duckdb", "w3.duckdb"]  # worker files gone
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["w1.duckdb", "w3.duckdb"]  # workers' gone
+
+
+def test_small_captures_are_ingested_without_a_worker(ranks, tmp_path, monkeypatch):
+    assert all(parallel_ingest.is_small(p) for p in ranks)  # exports of 0.7 to 2.9 MB, under 8 MB
+
+    def no_worker(*args, **kwargs):
+        raise AssertionError("a worker process was started for a small capture")
+
+    monkeypatch.setattr(parallel_ingest, "_WorkerPool", no_worker)
+    target = tmp_path / "small.duckdb"
+    items = list(zip([1, 2, 3], [p.resolve() for p in ranks]))
+    store_cache.build_store(target, lambda con: parallel_ingest.ingest_many(con, items, work_dir=tmp_path,
+                                                                            max_workers=3))
+    con = connect(target, read_only=True)
+    try:
+        assert [r[0] for r in con.execute("select capture_id from captures order by 1").fetchall()] == [1, 2, 3]
+    finally:
+        con.close()
 
 
 def test_a_bad_capture_among_many_names_the_file_and_leaves_nothing(ranks, tmp_path, cache):
@@ -86,7 +105,8 @@ def test_a_bad_capture_among_many_names_the_file_and_leaves_nothing(ranks, tmp_p
     bad.write_bytes(b"this is no sqlite file at all" * 10)
     with pytest.raises(InputError, match="rank9.sqlite"):
         workflow.load([ranks[0], bad, ranks[1]])
-    assert not cache.exists() or [p for p in cache.iterdir() if not p.name.startswith("secret-")] == []  # the key secret stays
+    assert not cache.exists() or [p for p in cache.iterdir()
+                                  if not p.name.startswith("secret-") and p.name != "support"] == []  # kept by design
 
 
 def test_ingest_command_adds_many_captures_to_a_store(ranks, tmp_path):
@@ -99,7 +119,7 @@ def test_ingest_command_adds_many_captures_to_a_store(ranks, tmp_path):
         assert con.execute("select count(distinct capture_id) from kernels").fetchone()[0] == 3
     finally:
         con.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.duckdb"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["run.duckdb"]
 
 
 def test_analyze_many_reports_per_capture_and_combined(ranks):

@@ -68,6 +68,12 @@ def cache_dir() -> Path:
     return Path(base) / "nsight-advisor"
 
 
+def support_dir() -> Path:
+    """Files any run may reuse whatever its inputs (the schema template, compiled report templates): the cache
+    folder's ``support`` folder. Removing it is safe; the next run makes what it needs again."""
+    return cache_dir() / "support"
+
+
 def _default_parent() -> Path:
     from nsight_advisor.common.cache_safety import ensure_private_dir
 

@@ -112,6 +112,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.regions import attach_regions
     from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
+    from nsight_advisor.engine.rule_checks import RuleChecks, shared_reads
+    from nsight_advisor.analysis.shared_views import materialize_shared
     from nsight_advisor.analysis.summary import build_summary
     from nsight_advisor.engine.whatif import MAX_ANALYSIS_OPS, attach_savings, graph_candidates, step_model
     from nsight_advisor.common.progress import Progress
@@ -122,13 +124,17 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     captures = read_captures(con, capture_ids)
     disable_external_access(con)
     iterations = accounting.prepare(con, capture_ids, window)
-    accounting.materialize_read(con, [rule.query for rule in rules])
+    checks = RuleChecks(con, [c["capture_id"] for c in captures])  # after prepare: its temp views count
+    shared = shared_reads(rules, checks, len(captures))  # from the views' definitions, before any is materialized
+    made = accounting.materialize_read(con, [rule.query for rule in rules])  # host_activity where a rule reads it
+    materialize_shared(con, [view for view in shared if view not in made])
     findings, outcomes = [], []
     # One status line on a terminal, drawn only once the rules have taken over a second.
     with Progress("rules", len(rules) + 1, enabled=progress) as bar:
         for rule in rules:
             started = time.monotonic()
-            results = [(c, run_rule_on_capture(con, rule, c, time_limit_s=time_limit_s)) for c in captures]
+            results = [(c, run_rule_on_capture(con, rule, c, time_limit_s=time_limit_s, checks=checks))
+                       for c in captures]
             outcome = combine_outcomes(rule, results, len(captures))
             outcome.elapsed_s = round(time.monotonic() - started, 4)
             outcomes.append(outcome)

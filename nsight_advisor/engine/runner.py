@@ -8,7 +8,6 @@ limit, and at most a bounded number of rows is ever fetched.
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 import uuid
@@ -24,6 +23,7 @@ from nsight_advisor.catalog import get_principle
 from nsight_advisor.engine import advice
 from nsight_advisor.engine.message_format import RuleRunError, format_message, message_fields  # noqa: F401
 from nsight_advisor.engine.model import SEVERITIES, Finding, PrincipleRef, severity_rank
+from nsight_advisor.engine.rule_checks import RuleChecks
 from nsight_advisor.engine.rules import Rule, query_params
 
 #: Seconds one rule query may run before it is interrupted (config: rule_time_limit_s).
@@ -51,14 +51,18 @@ def disable_external_access(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def run_rule_on_capture(con: duckdb.DuckDBPyConnection, rule: Rule, capture: dict, *,
-                        time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> CaptureResult:
-    """Run ``rule`` for one capture (a row of ``captures`` as a dict); never raises for a rule's fault."""
+                        time_limit_s: float = DEFAULT_TIME_LIMIT_S, checks: RuleChecks | None = None) -> CaptureResult:
+    """Run ``rule`` for one capture (a row of ``captures`` as a dict); never raises for a rule's fault.
+
+    ``checks``: the analysis's :class:`~nsight_advisor.engine.rule_checks.RuleChecks`, which asks the store what
+    every rule checks first once for all captures (a new one for this capture alone when not given)."""
     capture_id = capture["capture_id"]
+    checks = checks if checks is not None else RuleChecks(con, [capture_id])
     try:
-        missing = _missing_requirement(con, rule, capture_id) or _kernels_without_gpu(con, rule, capture_id)
+        missing = _missing_requirement(con, rule, capture_id, checks) or _kernels_without_gpu(rule, capture_id, checks)
         if missing is not None:
             return missing
-        groups = _firing_groups(con, rule, capture_id, time_limit_s)
+        groups = _firing_groups(con, rule, capture_id, time_limit_s, checks)
         findings = [_make_finding(rule, capture, g) for g in groups]
     except RuleRunError as exc:
         return CaptureResult("errored", reason=str(exc))
@@ -69,16 +73,10 @@ def run_rule_on_capture(con: duckdb.DuckDBPyConnection, rule: Rule, capture: dic
 
 # --- requirements ----------------------------------------------------------------------------------------
 
-def _missing_requirement(con, rule: Rule, capture_id: int) -> CaptureResult | None:
+def _missing_requirement(con, rule: Rule, capture_id: int, checks: RuleChecks) -> CaptureResult | None:
     for req in rule.requires:
-        if req.kind == "table":
-            sql, args = f"select 1 from {req.value} where capture_id = ? limit 1", [capture_id]
-        elif req.kind == "metric":
-            sql, args = "select 1 from ncu_metrics where capture_id = ? and metric = ? limit 1", [capture_id, req.value]
-        else:
-            sql, args = "select 1 from gpu_metrics where capture_id = ? and metric = ? limit 1", [capture_id, req.value]
         try:
-            present = sql_params.execute(con, sql, args).fetchone() is not None
+            present = checks.present(req.kind, req.value, capture_id)
         except duckdb.Error as exc:
             raise RuleRunError(f"checking requirement {req.describe()} failed: {_first_lines(exc)}") from None
         if not present:
@@ -90,16 +88,14 @@ def _missing_requirement(con, rule: Rule, capture_id: int) -> CaptureResult | No
     return None
 
 
-def _kernels_without_gpu(con, rule: Rule, capture_id: int) -> CaptureResult | None:
+def _kernels_without_gpu(rule: Rule, capture_id: int, checks: RuleChecks) -> CaptureResult | None:
     """Skipped, with the reason, when the rule reads GPU facts (``gpus``, itself or through a view) and the
     capture's kernels name no GPU (an export without deviceId): joined to nothing, its rows would all vanish
     and the rule would look clean."""
     try:
-        views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
-        if not _reads_table(rule.query, "gpus", views):
+        if not checks.reads_table(rule.query, "gpus"):
             return None
-        total, with_gpu = sql_params.execute(
-            con, "SELECT count(*), count(device_id) FROM kernels WHERE capture_id = ?", [capture_id]).fetchone()
+        total, with_gpu = checks.kernel_devices(capture_id)
     except duckdb.Error:
         return None
     if not total or with_gpu:
@@ -107,20 +103,6 @@ def _kernels_without_gpu(con, rule: Rule, capture_id: int) -> CaptureResult | No
     return CaptureResult("skipped", reason=f"none of the capture's {total} kernels records the GPU it ran on (the "
                          "export has no deviceId), so the GPU facts this rule needs cannot be matched",
                          capture_option="a current nsys export (nsys export --type sqlite) records it")
-
-
-def _reads_table(sql: str, table: str, views: dict[str, str]) -> bool:
-    """True when ``sql`` names ``table``, itself or in the definition of a view it reads (transitively)."""
-    seen: set[str] = set()
-    pending = [sql]
-    while pending:
-        words = set(re.findall(r"[a-z_][a-z0-9_]*", pending.pop().lower()))
-        if table in words:
-            return True
-        for view in sorted((words & views.keys()) - seen):
-            seen.add(view)
-            pending.append(views[view])
-    return False
 
 
 def _capture_missing_note(con, capture_id: int, data: str) -> str:
@@ -204,8 +186,8 @@ def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int)
     return columns, rows
 
 
-def _firing_groups(con, rule: Rule, capture_id: int, time_limit_s: float) -> list[Group]:
-    base = check_single_select(con, rule.query)
+def _firing_groups(con, rule: Rule, capture_id: int, time_limit_s: float, checks: RuleChecks) -> list[Group]:
+    base = checks.single_select(rule.query, check_single_select)
     if rule.judge is not None:
         return _judge_in_python(con, rule, base, capture_id, time_limit_s)
     return _judge_in_sql(con, rule, base, capture_id, time_limit_s)

@@ -262,9 +262,13 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
         if sev in severity_counts:
             severity_counts[sev] += 1
 
+    shown_n = {id(f): n for n, f in enumerate(ranked[: limits.findings], 1)}
     return {
         "tool": {"name": clip(tool.get("name") or "nsight-advisor", 100), "version": clip(tool.get("version"), 100)},
         "captures": captures,
+        # a job's findings grouped per rule (report/job_view.py); finding_n: findings[] index -> its card's number
+        "job_findings": [j for j in jsonable(data.get("job_findings") or []) if isinstance(j, Mapping)],
+        "finding_n": [shown_n.get(id(f)) for f in all_findings],
         "summary": summary,
         "findings": findings,
         "findings_total": len(all_findings),

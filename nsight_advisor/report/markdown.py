@@ -12,6 +12,7 @@ from typing import Any
 from nsight_advisor.report.data import Limits, clip, fmt_ns, fmt_pct, prepare
 from nsight_advisor.report.charts import unclaimed_idle_text
 from nsight_advisor.report.graph_view import graph_candidates_markdown, graph_candidates_view
+from nsight_advisor.report.job_view import job_entries
 
 MAX_CHARS = 65_536
 SEVERITY_MARK = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
@@ -90,13 +91,16 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
     if len(r["captures"]) > 12:
         out.append(f"- … and {len(r['captures']) - 12} more captures")
     out.append("")
-    out.extend(_combined(r["summary"].get("combined")))
-    for job in (r["summary"].get("ranks") or [])[:4]:
-        out.extend(_ranks(job))
+    job = job_entries(r, max_rows=10 if details else 4) if r.get("job_findings") else []
+    out.extend(_combined(r["summary"].get("combined"), shared=not job))
+    for ranks in (r["summary"].get("ranks") or [])[:4]:
+        out.extend(_ranks(ranks))
     names = {c.get("capture_id"): clip(c.get("source_name") or "", 80) for c in r["captures"]}
     out.extend(graph_candidates_markdown(graph_candidates_view(r["summary"], names), md_escape))
-    if r["findings"]:
-        saved = bool(r.get("ranking"))  # the steps were replayed: what each fix saves, and the path's share
+    saved = bool(r.get("ranking"))  # the steps were replayed: what each fix saves, and the path's share
+    if job:  # a job: each rule (and subject) once, its ranks inside; the per-rank findings stay in the JSON
+        out.extend(_job(job, r, details))
+    elif r["findings"]:
         if saved:
             out += [f"_{md_escape(r['ranking'])}_", ""]
         out.append("| severity | finding | impact | share |" + (" saving | on critical path |" if saved else "")
@@ -113,7 +117,9 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
     else:
         out.append("No rule found a problem.")
     out.append("")
-    if details:
+    if job:
+        pass
+    elif details:
         for f in r["findings"]:
             out.extend(_finding(f))
     elif r["findings"]:
@@ -173,8 +179,9 @@ def _partition_lines(accounting: Any, limit: int = 4) -> list[str]:
     return lines
 
 
-def _combined(c: Any) -> list[str]:
-    """The view across captures (slowest capture, findings several captures share); nothing for one capture."""
+def _combined(c: Any, shared: bool = True) -> list[str]:
+    """The view across captures (slowest capture, findings several captures share unless ``shared`` is false: a
+    job's grouped findings say it); nothing for one capture."""
     if not isinstance(c, dict) or not c.get("captures"):
         return []
     count = c.get("capture_count") or len(c["captures"])
@@ -192,7 +199,7 @@ def _combined(c: Any) -> list[str]:
     if busy.get("gpu_busy_pct") is not None:
         out.append(f"- GPUs least busy: **{names.get(busy.get('capture_id'), '?')}** "
                    f"({fmt_pct(busy['gpu_busy_pct'], 0)} busy)")
-    shared = [m for m in c.get("findings") or [] if len(m.get("capture_ids") or []) > 1][:20]
+    shared = [m for m in c.get("findings") or [] if len(m.get("capture_ids") or []) > 1][:20] if shared else []
     if shared:
         out += ["", "| finding in several captures | captures | impact, total | worst in |", "|---|--:|--:|---|"]
         for m in shared:
@@ -200,6 +207,43 @@ def _combined(c: Any) -> list[str]:
                        f"| {len(m['capture_ids'])} of {count} | {fmt_ns(m.get('impact_ns_total'))} "
                        f"| {names.get(m.get('worst_capture_id'), '')} |")
     out.append("")
+    return out
+
+
+def _job(job: list[dict[str, Any]], r: dict[str, Any], details: bool) -> list[str]:
+    """The job's findings ranked, each rule (and subject) once; per entry a table of the ranks it touches."""
+    out = ["| severity | finding | ranks | worst rank | spread (min / median / max) | total | rule |",
+           "|---|---|--:|---|--:|--:|---|"]
+    for e in job:
+        subject = f" · {md_escape(e['subject'])}" if e["subject"] else ""
+        out.append(f"| {SEVERITY_MARK.get(e['severity'], e['severity'])} | {md_escape(e['title'])}{subject} "
+                   f"| {e['ranks']} | {e['worst']}: {e['worst_impact']} | {e['spread']} | {e['total']} "
+                   f"| `{md_code(e['rule_id'])}` {md_escape(e['rule_name'])} |")
+    left = len(r.get("job_findings") or []) - len(job)
+    if left > 0:
+        out += ["", f"_{left} more entries left out; `--format json` lists them all._"]
+    out += ["", f"_{r['findings_total']} per-rank findings grouped into {len(r.get('job_findings') or [])} entries; "
+            "each is in `findings[]` of `--format json`, and in the HTML report._", ""]
+    if not details:
+        return out
+    cards = {f["n"]: f for f in r["findings"]}
+    for e in job:
+        out.append(f"### {e['n']}. {SEVERITY_MARK.get(e['severity'], e['severity'])}: {md_escape(e['title'])}")
+        out.append("")
+        worst = cards.get(e["card"])
+        if worst is not None:  # the entry's highest-ranked finding speaks for it: its message, fix and why
+            out.append(f"Worst at {e['worst']}: {md_escape(worst['message'])}")
+            if worst["fix"]:
+                out += ["", f"**Fix:** {md_escape(worst['fix'])}"]
+        out += ["", f"<details><summary>{e['ranks']} ranks</summary>", "",
+                "| rank | capture | impact | share |", "|---|---|--:|--:|"]
+        for row in e["rows"]:
+            out.append(f"| {row['rank']} | {md_escape(row['source'])} | {row['impact']} | {row['share']} |")
+        if e["rows_left_out"]:
+            out += ["", f"_{e['rows_left_out']} more ranks left out._"]
+        out += ["", "</details>", ""]
+        rule = md_code(e["rule_id"])
+        out += [f"Rule `{rule}` {md_escape(e['rule_name'])}: silence with `--ignore {rule}`", ""]
     return out
 
 

@@ -19,8 +19,12 @@ from nsight_advisor.schema import create_schema
 from nsight_advisor.common.text import first_line
 
 
-def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open a store (``None`` = in memory). Extension autoloading is off: nothing is ever downloaded."""
+def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
+            schema: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open a store (``None`` = in memory). Extension autoloading is off: nothing is ever downloaded.
+
+    A writable store gets the schema (tables created where absent, views replaced) unless ``schema`` is false:
+    a copy of the schema template (nsight_advisor.store.schema_template) has it already."""
     # No extension is ever installed or autoloaded (no network at run time), and DuckDB's own progress bar
     # stays off: it prints to stdout, which would corrupt `analyze --format json` written to stdout.
     config = {
@@ -37,7 +41,7 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False) -
     # joins (a few thousand idle gaps against a million calls or ranges) are then estimated tiny and run for
     # minutes. A range join (IEJoin) sorts both sides once.
     con.execute("SET nested_loop_join_threshold = 0")
-    if not read_only:
+    if not read_only and schema:
         create_schema(con)
     return con
 
@@ -48,7 +52,7 @@ def atomic_store(path: str | os.PathLike, *, fresh: bool = False,
     """Yield a connection to a temporary store beside ``path``; rename it over ``path`` on success.
 
     The temporary store starts as a copy of the store at ``path`` (so captures can be added to it), or empty
-    with ``fresh=True``. On any error the temporary file is removed and the store at ``path`` is left exactly
+    with ``fresh=True`` (a copy of the schema template where there is one). On any error the temporary file is removed and the store at ``path`` is left exactly
     as it was. The temporary store lives in this run's folder beside ``path`` (:mod:`nsight_advisor.common.run_folder`:
     same file system for the rename, short names whatever the target's name, reclaimed after a SIGKILL).
     ``follow=False`` (cache entries): a symbolic link at ``path`` is replaced by the store, never followed.
@@ -59,9 +63,14 @@ def atomic_store(path: str | os.PathLike, *, fresh: bool = False,
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(".duckdb", near=target.parent)
     try:
+        copied = False
         if target.exists() and not fresh:
             _copy_store(target, tmp)
-        con = connect(tmp)
+        elif fresh:
+            from nsight_advisor.store.schema_template import copy_template
+
+            copied = copy_template(tmp)
+        con = connect(tmp, schema=not copied)
         try:
             yield con
             con.execute("CHECKPOINT")

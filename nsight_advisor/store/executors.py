@@ -16,8 +16,8 @@ EXECUTORS = ("local", "ray")
 @dataclass(frozen=True)
 class Executor:
     """``kind``: ``local`` (worker processes on this machine) or ``ray`` (tasks on the Ray cluster at
-    ``address``, ``auto`` being the one this machine belongs to); ``max_retries``: how often Ray reruns a task
-    whose worker died."""
+    ``address``; None: the cluster this machine belongs to, else a local one started for the run);
+    ``max_retries``: how often Ray reruns a task whose worker died."""
 
     kind: str = "local"
     address: str | None = None
@@ -39,4 +39,4 @@ def executor_from_options(kind: str | None, address: str | None = None) -> Execu
         import ray  # noqa: F401 - only whether it imports
     except ImportError:
         raise InputError("--executor ray: Ray is not installed; pip install 'nsight-advisor[ray]'") from None
-    return Executor("ray", address or "auto")
+    return Executor("ray", address)

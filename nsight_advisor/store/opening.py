@@ -243,6 +243,22 @@ def bound_memory(con: duckdb.DuckDBPyConnection, spill: Path | None = None) -> N
             con.execute("SET temp_directory = '" + str(spill).replace("'", "''") + "'")
 
 
+#: DuckDB splits a scan by row groups of this many rows: a store whose tables are all smaller gains nothing from
+#: more threads, and paid a third more CPU for them in its rules (docs/performance.md, "Small captures").
+ROW_GROUP_ROWS = 122_880
+
+
+def fit_threads(con: duckdb.DuckDBPyConnection) -> None:
+    """One DuckDB thread for a store whose every table fits in one row group; the default otherwise."""
+    import duckdb
+
+    with contextlib.suppress(duckdb.Error):
+        rows = con.execute("SELECT coalesce(max(estimated_size), 0) FROM duckdb_tables() "
+                           "WHERE database_name = current_database()").fetchone()[0]
+        if rows < ROW_GROUP_ROWS:
+            con.execute("SET threads = 1")
+
+
 def spill_folder(store: Path) -> Path | None:
     """Where DuckDB may spill during the analysis: this run's folder beside the store (None when it cannot be
     made, e.g. a read-only folder: DuckDB then keeps its own default)."""

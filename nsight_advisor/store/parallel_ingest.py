@@ -4,7 +4,9 @@ Up to the core count of captures are ingested at the same time. Each worker inge
 own temporary DuckDB file under the capture id the parent gave it, while the parent ingests the first
 capture straight into the store (no worker start-up, no copy for it); the parent then copies every
 normalized table of each worker's file into the store in capture-id order, so the store is the same
-whatever order the workers finish in. A single capture (or a single core) is ingested in-process.
+whatever order the workers finish in. A single capture (or a single core) is ingested in-process, and so is
+every small capture (:data:`SMALL_CAPTURE_BYTES`): a worker's interpreter, imports, store and merge cost
+more than ingesting it (docs/performance.md, "Small captures").
 """
 
 from __future__ import annotations
@@ -29,6 +31,27 @@ from nsight_advisor.store.database import connect
 
 
 _EXIT_INPUT_ERROR = 2
+
+#: A capture this small on disk is ingested in the parent process, straight into the store, never by a worker:
+#: a worker costs about 1.5 CPU-seconds before it reads a byte (interpreter, imports, its own store, the merge),
+#: more than the whole ingest of a capture this size (a 2.9 MB nsys export ingests in about 0.7 s).
+SMALL_CAPTURE_BYTES = 8 << 20
+#: Gzipped captures (Kineto JSON) count this many times their size: their JSON is about ten times larger.
+GZIP_WEIGHT = 8
+
+
+def is_small(path: Path) -> bool:
+    """True when ``path`` is small enough to ingest in this process (see :data:`SMALL_CAPTURE_BYTES`;
+    ``$NSIGHT_ADVISOR_SMALL_CAPTURE_BYTES`` overrides it, 0 sends every capture after the first to a worker)."""
+    limit = os.environ.get("NSIGHT_ADVISOR_SMALL_CAPTURE_BYTES", "")
+    limit = int(limit) if limit.isdigit() else SMALL_CAPTURE_BYTES
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return True  # the ingest itself reports what is wrong with it
+    if path.name.endswith(".gz"):
+        size *= GZIP_WEIGHT
+    return size < limit
 
 
 def usable_cores() -> int:
@@ -59,8 +82,19 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
 
         ingest_with_ray(con, items, executor, progress=progress, defer=defer)
         return
-    workers = min(len(items), max_workers or usable_cores())
-    if workers <= 1:
+    # The first capture and every small one are ingested here, in capture-id order; the others by workers.
+    large = [(cid, path) for cid, path in items[1:] if not is_small(path)]
+    workers = min(len(large) + 1, max_workers or usable_cores())
+    if workers <= 1 or not large:
+        if not large and items and is_small(items[0][1]):
+            # small captures only: one DuckDB thread (their tables fit in a row group or two; more threads cost CPU)
+            saved = con.execute("SELECT current_setting('threads')").fetchone()[0]
+            con.execute("SET threads = 1")
+            try:
+                ingest_captures(con, items, progress=progress, defer=defer)
+            finally:
+                con.execute(f"SET threads = {int(saved)}")
+            return
         ingest_captures(con, items, progress=progress, defer=defer)
         return
     threads = max(1, usable_cores() // workers)
@@ -69,19 +103,21 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
     tmp_dir = Path(tempfile.mkdtemp(prefix="ingest-", dir=run_folder(work_dir)))
     pool = _WorkerPool(workers - 1, threads, defer)
     try:
-        with Progress(f"ingest {len(items)} captures", 2 * len(items) - 1, enabled=progress) as bar:
-            jobs = [(cid, path, tmp_dir / f"capture-{cid}.duckdb") for cid, path in items[1:]]
-            futures = [pool.submit(job) for job in jobs]
-            first_id, first_path = items[0]
+        with Progress(f"ingest {len(items)} captures", len(items) + len(large), enabled=progress) as bar:
+            jobs = {cid: (cid, path, tmp_dir / f"capture-{cid}.duckdb") for cid, path in large}
+            futures = {cid: pool.submit(job) for cid, job in jobs.items()}
             saved = con.execute("SELECT current_setting('threads')").fetchone()[0]
-            con.execute(f"SET threads = {threads}")
-            try:
-                ingest_capture(con, first_id, first_path, progress=False, defer=defer)
-            finally:
-                con.execute(f"SET threads = {int(saved)}")
-            bar.step(f"ingested {first_path.name}")
-            for (cid, path, part), future in zip(jobs, futures):
-                future.result()  # re-raises the worker's InputError as is
+            for cid, path in items:
+                if cid not in jobs:
+                    con.execute(f"SET threads = {threads}")
+                    try:
+                        ingest_capture(con, cid, path, progress=False, defer=defer)
+                    finally:
+                        con.execute(f"SET threads = {int(saved)}")
+                    bar.step(f"ingested {path.name}")
+                    continue
+                part = jobs[cid][2]
+                futures[cid].result()  # re-raises the worker's InputError as is
                 bar.step(f"ingested {path.name}")
                 _merge(con, part)
                 part.unlink()

@@ -96,17 +96,37 @@ def ingest_with_ray(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, P
 
 def _join(ray, address: str | None) -> bool:
     """Connect this process to the cluster unless it already is (a notebook's own ``ray.init``); True when
-    this call connected it (and so disconnects it at the end)."""
+    this call connected it (and so disconnects it at the end).
+
+    Without ``address``: the cluster running on this machine when there is one, else a local cluster started
+    for this run (as ``ray.init()`` does), which ends with it; either way one line on stderr says which."""
     if ray.is_initialized():
         return False
-    _reachable(address or "auto")
+    if address is None:
+        try:
+            ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError):
+            ray.init(logging_level=logging.ERROR, log_to_driver=False, include_dashboard=False)
+            cpus = int(ray.cluster_resources().get("CPU", 0))
+            _say(f"no Ray cluster running; started a local one with {cpus} CPUs for this run "
+                 "(`ray start --head` keeps one running, `--ray-address` names another)")
+        else:
+            _say(f"joined the running Ray cluster at {ray.get_runtime_context().gcs_address}")
+        return True
+    _reachable(address)
     try:
-        ray.init(address=address or "auto", logging_level=logging.ERROR, log_to_driver=False)
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise NsightAdvisorError(f"--ray-address {address}: no Ray cluster to join ({reason}); start one with "
                                  "`ray start --head` or give its address") from None
     return True
+
+
+def _say(line: str) -> None:
+    import sys
+
+    print(f"nsight-advisor: {line}", file=sys.stderr, flush=True)
 
 
 def _reachable(address: str) -> None:

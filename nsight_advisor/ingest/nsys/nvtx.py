@@ -4,23 +4,31 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from nsight_advisor.common import sql_params
 from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.nsys.catalog import NVTX, PID_OF, TID_OF, sql_text
 from nsight_advisor.ingest.nsys.reader import ExportReader, memory_limit
-from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS, DepthStream, NotStartOrdered, prefetched
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from nsight_advisor.ingest.nvtx_depth import DepthStream
+
+# pyarrow, numpy and the depth walk are imported where the ranges stream: an export without NVTX ranges (most small
+# ones) never loads them (0.5 s of a cold analyze; docs/performance.md, "Small captures").
 
 #: DuckDB's memory while NVTX ranges stream through Arrow batches held outside DuckDB (an on-disk store only).
 #: Lower than the ingest's so that the batches and DuckDB together stay within the ingest's peak
 #: (docs/performance.md, "Measurements behind the code").
 DEPTH_MEMORY_LIMIT = "350MB"
+#: Rows per Arrow batch of the stream: nsight_advisor.ingest.nvtx_depth.BATCH_ROWS, written here so that this
+#: module does not import numpy and pyarrow before a range streams (tests/test_ingest_nsys.py checks they agree).
+BATCH_ROWS = 250_000
 
 
 def read_nvtx_ranges(reader: ExportReader) -> None:
@@ -77,6 +85,10 @@ def insert_nvtx(reader: ExportReader, nvtx: NvtxStream, *, ordered: bool) -> Non
     query is planned; should DuckDB not keep it, the walk notices and the caller sorts); ordered, DuckDB
     sorts the rows per thread first. One INSERT reads the stream, so a failure leaves no rows.
     """
+    import pyarrow as pa
+
+    from nsight_advisor.ingest.nvtx_depth import DepthStream, prefetched
+
     valid = ("start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns "
              "AND TRY_CAST(end_ns::HUGEINT - start_ns AS BIGINT) IS NOT NULL")
     order = "ORDER BY thread, start_ns, end_ns DESC" if ordered else ""
@@ -149,6 +161,8 @@ class NvtxStream:
 
     def schema(self, reader: pa.RecordBatchReader) -> pa.Schema:
         """The schema of the batches :meth:`walked` hands to the depth walk."""
+        import pyarrow as pa
+
         return reader.schema.append(pa.field("nestable", pa.bool_()))
 
     def close(self) -> None:
@@ -157,6 +171,8 @@ class NvtxStream:
             self._lookup = None
 
     def walked(self, stream: DepthStream, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from nsight_advisor.ingest.nvtx_depth import NotStartOrdered
+
         try:
             yield from stream.batches(self._ranges(batches))
         except NotStartOrdered:
@@ -164,6 +180,8 @@ class NvtxStream:
             raise
 
     def _ranges(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
         for batch in batches:
             batch = self._resolved(batch)
             domain = pc.fill_null(pc.equal(batch.column("event_type"), E.NVTX_DOMAIN_CREATE), False)
@@ -181,6 +199,9 @@ class NvtxStream:
 
     def _resolved(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch`` with ``text`` taken from StringIds where the export gave a string id instead."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         text_id = batch.column("text_id")
         wanted = pc.filter(text_id, pc.and_(pc.is_null(batch.column("text")), pc.is_valid(text_id)))
         if len(wanted) == 0:
