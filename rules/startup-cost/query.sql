@@ -29,10 +29,11 @@ step_at_start as (
     -- a PyTorch profiler step after the first (ProfilerStep#N, N >= 1) running when the GPU work starts: a capture that begins inside a
     -- training step spends that time on the step's own host work (data loading, the first operators), which
     -- recurs every step and is not one-time setup
-    select any_value(n.text order by n.start_ns) as step
-    from nvtx_ranges n, window_start w
-    where n.capture_id = $capture_id and regexp_full_match(n.text, 'ProfilerStep#[1-9][0-9]*')
-      and n.start_ns <= w.start_ns and n.end_ns > w.start_ns
+    -- (read through profiler_steps: naming the NVTX table itself would load a large export's ranges on the cold path)
+    select any_value(p.step order by p.start_ns) as step
+    from profiler_steps p, window_start w
+    where p.capture_id = $capture_id and p.step_number >= 1
+      and p.start_ns <= w.start_ns and p.end_ns > w.start_ns
 ),
 cuda_before as (
     select count(*) as calls, sum(a.duration_ns) as cuda_ns, arg_max(a.base_name, a.duration_ns) as named_by
