@@ -93,7 +93,10 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
             try:
                 ingest_captures(con, items, progress=progress, defer=defer)
             finally:
-                con.execute(f"SET threads = {int(saved)}")
+                # a reader's fatal DuckDB error invalidates the connection: the error that says why must surface,
+                # not this reset's (the hostile corpus's ncu-rep-byte-flips-14)
+                with contextlib.suppress(duckdb.Error):
+                    con.execute(f"SET threads = {int(saved)}")
             return
         ingest_captures(con, items, progress=progress, defer=defer)
         return

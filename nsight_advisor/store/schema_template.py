@@ -9,6 +9,7 @@ every table and view definition, so a changed schema makes a new template and th
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -49,7 +50,12 @@ def copy_template(dst: Path) -> bool:
             return False
     try:
         shutil.copyfile(template, dst)
-    except OSError:
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            Path(dst).unlink()  # a partial copy is no store
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            # the disk is full: the command says so, naming where the store was being written (store-disk-full)
+            raise OSError(exc.errno, exc.strerror, str(dst)) from None
         return False
     return True
 

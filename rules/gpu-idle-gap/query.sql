@@ -70,8 +70,8 @@ select
     sum(p.idle_ns) over (partition by p.device_id) as device_idle_ns,
     round(100.0 * sum(p.idle_ns) over (partition by p.device_id) / nullif(w.duration_ns, 0), 3) as device_idle_pct,
     case p.activity
-        when 'io' then 'I/O on the launching thread: read ahead on another thread or process (a loader thread, '
-                       || 'DataLoader workers), keep files open and buffered, and stage inputs in pinned buffers'
+        when 'io' then 'I/O on the launching thread: read ahead on another thread or process (a loader thread or '
+                       || 'worker processes), keep files open and buffered, and stage inputs in pinned buffers'
         when 'wait' then 'the launching thread waits on another thread or process (locks, condition variables, '
                          || 'poll, MPI): overlap the communication with GPU work and launch the next work first'
         when 'cpu' then 'CPU work on the launching thread (result checks, validation, input generation): move it '

@@ -178,7 +178,11 @@ gap_buckets as (
     -- its own buckets, a hash join where a range join of every call against every gap of its thread grows with
     -- their product (docs/performance.md)
     select capture_id, dev, pid, tid, start_ns, end_ns,
-           unnest(range(start_ns // 1048576, (end_ns - 1) // 1048576 + 1)) as bucket
+           -- at most 2^22 buckets (73 minutes) a gap: a damaged capture's absurd times would otherwise ask for a
+           -- list of trillions (the hostile corpus's sqlite-absurd-values); a longer gap is matched on its first 73
+           -- minutes only
+           unnest(range(start_ns // 1048576, least((end_ns - 1) // 1048576 + 1, start_ns // 1048576 + 4194304)))
+               as bucket
     from tg
     where tid is not null and end_ns > start_ns
 ),
@@ -250,7 +254,9 @@ covered as (
           from intervals
           union all
           -- those crossing a bucket's edge also in each later bucket they touch (few: unnest is dear)
-          select *, unnest(range(start_ns // 1048576 + 1, greatest(end_ns - 1, start_ns) // 1048576 + 1)) as bucket
+          -- (at most 2^22 buckets, as gap_buckets)
+          select *, unnest(range(start_ns // 1048576 + 1, least(greatest(end_ns - 1, start_ns) // 1048576 + 1,
+                                                                  start_ns // 1048576 + 4194304))) as bucket
           from intervals
           where greatest(end_ns - 1, start_ns) // 1048576 > start_ns // 1048576) i
     join gap_buckets g on g.capture_id = i.capture_id and g.pid = i.pid and g.tid = i.tid and g.bucket = i.bucket
