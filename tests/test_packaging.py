@@ -77,7 +77,7 @@ def test_console_script_help(installed: Path, tmp_path: Path) -> None:
 
 
 def test_imports_from_the_venv_with_data_folders(installed: Path, tmp_path: Path) -> None:
-    code = ("import nsight_advisor, pathlib; from nsight_advisor import resources as r; "
+    code = ("import nsight_advisor, pathlib; from nsight_advisor.common import resources as r; "
             "print(nsight_advisor.__file__); print(r.builtin_rules_dir()); print(r.templates_dir())")
     proc = _run([str(installed / "python"), "-c", code], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

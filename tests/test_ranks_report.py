@@ -63,7 +63,8 @@ def test_64_ranks_name_the_slow_rank_and_undo_the_node_clocks(tmp_path):
     assert len(page.encode()) < MAX_HTML_BYTES
     assert "56 capture(s) corrected, by up to 17.5 s" in page and "rank 37 (last 8x)" in page
     # up to 64 ranks the table lists every rank
-    assert len(rank_chart.rank_view(job)["table"]) == 64 and "more ranks not listed" not in page
+    # the ranks table lists all 64 (the job report's grouped findings may fold their per-rank rows: another table)
+    assert len(rank_chart.rank_view(job)["table"]) == 64 and "more ranks not listed. Over all" not in page
 
 
 @pytest.mark.slow
