@@ -7,9 +7,10 @@ as surely as one written over the capture.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterable
+
+from nsight_advisor.common.file_walk import walk_files
 
 #: Files looked at under one rule folder before the walk stops (a rule folder holds a handful).
 MAX_RULE_FILES = 100_000
@@ -37,28 +38,4 @@ def files_read(*, config_path: Path | None = None, rules_dirs: Iterable[Path] = 
 
 def _files_under(folder: Path) -> list[Path]:
     """Regular files under ``folder``, each real folder walked once (a symlink cycle ends), at most MAX_RULE_FILES."""
-    out: list[Path] = []
-    seen: set[str] = set()
-    stack = [str(folder)]
-    while stack and len(out) < MAX_RULE_FILES:
-        current = stack.pop()
-        real = os.path.realpath(current)
-        if real in seen:
-            continue
-        seen.add(real)
-        try:
-            with os.scandir(current) as it:
-                for entry in it:
-                    try:
-                        if entry.is_dir():
-                            stack.append(entry.path)
-                        elif entry.is_file():
-                            out.append(Path(entry.path))
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    return out
-
-
-__all__ = ["files_read", "MAX_RULE_FILES"]
+    return [Path(e.path) for e in walk_files(folder, regular_only=True, limit=MAX_RULE_FILES)]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from nsight_advisor.common import cache_safety
+from nsight_advisor.common.file_walk import walk_files
 from nsight_advisor.common.run_folder import release, temp_path
 from nsight_advisor.common.version import __version__
 from nsight_advisor.store.cache import cache_dir
@@ -58,27 +59,9 @@ def result_key(store: Path, capture_ids: Sequence[int], *, config: Any, rules_di
 
 
 def _files(folder: Path) -> list[os.DirEntry]:
-    """Every file under ``folder``, symlinked folders followed once each: a folder linking to itself (or to
-    one above it) is a cycle, and walking it again would never end."""
-    out: list[os.DirEntry] = []
-    stack = [str(folder)]
-    seen: set[str] = set()
-    while stack:
-        current = stack.pop()
-        real = os.path.realpath(current)
-        if real in seen:
-            continue
-        seen.add(real)
-        try:
-            with os.scandir(current) as it:
-                for entry in it:
-                    if entry.is_dir(follow_symlinks=True):
-                        if entry.name != "__pycache__" and not entry.name.startswith("."):
-                            stack.append(entry.path)
-                    elif not entry.name.endswith((".pyc", ".pyo")):
-                        out.append(entry)
-        except OSError:
-            continue
+    """Every file under ``folder`` but compiled Python, sorted; ``__pycache__`` and dot folders left out."""
+    out = walk_files(folder, skip_dir=lambda name: name == "__pycache__" or name.startswith("."),
+                     skip_file=lambda name: name.endswith((".pyc", ".pyo")))
     out.sort(key=lambda e: e.path)
     return out
 
