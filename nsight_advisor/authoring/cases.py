@@ -174,7 +174,7 @@ def build_case_store(case: Case, con=None):
 def run_case(rule: Rule, case: Case, *, time_limit_s: float = 30.0) -> CaseResult:
     """Run ``rule`` on the case's store and compare with the expectations."""
     from nsight_advisor.engine.analyze import combine_outcomes, read_captures, settle_impacts
-    from nsight_advisor.engine.runner import run_rule_on_capture
+    from nsight_advisor.engine.store_runner import run_rule_on_captures
 
     try:
         con = build_case_store(case, empty_store())
@@ -185,7 +185,7 @@ def run_case(rule: Rule, case: Case, *, time_limit_s: float = 30.0) -> CaseResul
         ids = [r[0] for r in con.execute("select capture_id from captures order by 1").fetchall()]
         captures = read_captures(con, ids)
         run = rule.with_params(case.params) if case.params else rule
-        results = [(c, run_rule_on_capture(con, run, c, time_limit_s=time_limit_s)) for c in captures]
+        results = run_rule_on_captures(con, run, captures, time_limit_s=time_limit_s)
         # impacts as an analysis settles them (one rule alone: within each device's partition)
         findings, _ = settle_impacts(con, captures, [f for _, r in results for f in r.findings])
     finally:

@@ -111,7 +111,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.paced_findings import mark_paced, reword_paced
     from nsight_advisor.engine.regions import attach_regions
     from nsight_advisor.engine.source_frames import attach_source_frames
-    from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access, run_rule_on_capture
+    from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access
+    from nsight_advisor.engine.store_runner import run_rule_on_captures
     from nsight_advisor.engine.rule_checks import RuleChecks, shared_reads
     from nsight_advisor.analysis.shared_views import materialize_shared
     from nsight_advisor.analysis.summary import build_summary
@@ -133,8 +134,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     with Progress("rules", len(rules) + 1, enabled=progress) as bar:
         for rule in rules:
             started = time.monotonic()
-            results = [(c, run_rule_on_capture(con, rule, c, time_limit_s=time_limit_s, checks=checks))
-                       for c in captures]
+            results = run_rule_on_captures(con, rule, captures, time_limit_s=time_limit_s, checks=checks)
             outcome = combine_outcomes(rule, results, len(captures))
             outcome.elapsed_s = round(time.monotonic() - started, 4)
             outcomes.append(outcome)

@@ -63,8 +63,9 @@ def attach_regions(con: duckdb.DuckDBPyConnection, captures: Iterable[dict],
         _prepare_op_regions(con, cid)
         try:
             breakdowns[cid] = _breakdown(con, cid)
+            kernel_paths = _KernelPaths(con, cid)
             for f in by_capture.get(cid) or []:
-                weights = _weights(con, cid, f)
+                weights = _weights(con, cid, f, kernel_paths)
                 f.regions = _shares(weights, f.impact_ns) if weights else []
         finally:
             for table in _TEMP_TABLES:
@@ -136,12 +137,12 @@ def _prepare_op_regions(con, cid: int) -> None:
         group by all""")
 
 
-def _weights(con, cid: int, f: Finding) -> dict[str, float]:
+def _weights(con, cid: int, f: Finding, kernel_paths: "_KernelPaths") -> dict[str, float]:
     part = f.internal.get("part", "kernel")
     if f.device_id is None or part == "host":
         return {}
     if part == "kernel":
-        return _kernel_weights(con, cid, f)
+        return _kernel_weights(kernel_paths, f)
     if part in ("copy", "memset"):
         return _op_weights(con, cid, f.device_id, "memcpy" if part == "copy" else "memset")
     if part == "idle":
@@ -149,27 +150,40 @@ def _weights(con, cid: int, f: Finding) -> dict[str, float]:
     return {}
 
 
-def _kernel_weights(con, cid: int, f: Finding) -> dict[str, float]:
+class _KernelPaths:
+    """One capture's kernel time in the analysis window by device, name, short name and path, asked once for all
+    of the capture's kernel findings (one query per finding was most of the regions step on many ranks)."""
+
+    def __init__(self, con, cid: int) -> None:
+        self.con, self.cid = con, cid
+        self._rows: dict[int, list[tuple]] | None = None
+
+    def rows(self, device_id: int) -> list[tuple]:
+        """(name, short_name, path, ns) of the device's kernels."""
+        if self._rows is None:
+            self._rows = defaultdict(list)
+            for device, *row in sql_params.execute(self.con, """
+                with w as (select start_ns, end_ns from analysis_window where capture_id = $c)
+                select k.device_id, k.name, k.short_name, coalesce(r.path, $none), sum(k.duration_ns)
+                from kernels k
+                cross join w
+                left join _na_op_region r
+                    on r.device_id = k.device_id and r.op = 'kernel' and r.pid = k.pid
+                    and r.correlation_id = k.correlation_id and r.start_ns = k.start_ns
+                where k.capture_id = $c and k.end_ns > w.start_ns and k.start_ns < w.end_ns
+                group by all""", {"c": self.cid, "none": NO_RANGE}).fetchall():
+                self._rows[device].append(tuple(row))
+        return self._rows.get(device_id, [])
+
+
+def _kernel_weights(kernel_paths: _KernelPaths, f: Finding) -> dict[str, float]:
     claims: dict[str, float] = defaultdict(float)
     for subject, ns in f.internal.get("claims") or []:
         if isinstance(subject, str) and ns > 0:
             claims[subject] += ns
     if not claims:
         return {}
-    rows = sql_params.execute(con, """
-        with w as (select start_ns, end_ns from analysis_window where capture_id = $c),
-        k as (
-            select k.name, k.short_name, k.pid, k.correlation_id, k.start_ns, k.duration_ns
-            from kernels k, w
-            where k.capture_id = $c and k.device_id = $d and k.end_ns > w.start_ns and k.start_ns < w.end_ns
-              and (k.name in (select unnest($names::varchar[])) or k.short_name in (select unnest($names::varchar[])))
-        )
-        select k.name, k.short_name, coalesce(r.path, $none), sum(k.duration_ns)
-        from k
-        left join _na_op_region r
-            on r.device_id = $d and r.op = 'kernel' and r.pid = k.pid and r.correlation_id = k.correlation_id
-            and r.start_ns = k.start_ns
-        group by all""", {"c": cid, "d": f.device_id, "names": sorted(claims), "none": NO_RANGE}).fetchall()
+    rows = [r for r in kernel_paths.rows(f.device_id) if r[0] in claims or r[1] in claims]
     per_subject: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for name, short, path, ns in rows:
         subject = name if name in claims else short

@@ -45,6 +45,10 @@ class CaptureResult:
     firing_rows: int = 0
 
 
+class QueryTimeout(RuleRunError):
+    """A rule's query ran past its time limit."""
+
+
 def disable_external_access(con: duckdb.DuckDBPyConnection) -> None:
     """Forbid file system access, extensions and ATTACH for the rest of this database's life."""
     con.execute("SET enable_external_access = false")
@@ -172,10 +176,10 @@ def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int)
     except duckdb.InterruptException:
         if time.monotonic() - started < time_limit_s:  # not our timer: the user's Ctrl-C stops the whole run
             raise KeyboardInterrupt from None
-        raise RuleRunError(f"query stopped after the time limit of {time_limit_s:g} s") from None
+        raise QueryTimeout(f"query stopped after the time limit of {time_limit_s:g} s") from None
     except duckdb.Error as exc:
         if time.monotonic() - started >= time_limit_s and "interrupt" in str(exc).lower():
-            raise RuleRunError(f"query stopped after the time limit of {time_limit_s:g} s") from None
+            raise QueryTimeout(f"query stopped after the time limit of {time_limit_s:g} s") from None
         raise RuleRunError(f"query failed: {_first_lines(exc)}") from None
     except BaseException:  # SIGTERM or Ctrl-C while the query runs: stop it, or closing the cursor waits for it
         cur.interrupt()
@@ -194,15 +198,29 @@ def _firing_groups(con, rule: Rule, capture_id: int, time_limit_s: float, checks
 
 
 def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: float) -> list[Group]:
-    # One pass: filter the firing rows, then per group count them, sum their impact and keep the top
-    # evidence_limit rows by order_by. Only (groups x evidence_limit) rows ever leave DuckDB.
-    spec, j = rule.finding, rule.judgement
     tag = uuid.uuid4().hex[:8]
+    sql, params = judge_sql(rule, base, tag)
+    params.update(bind_params(rule, base, capture_id))
+    columns, rows = run_limited(con, sql, params, time_limit_s, MAX_GROUPS * rule.finding.evidence_limit + 1)
+    return list(read_groups(rule, columns, rows, tag).values())
+
+
+def judge_sql(rule: Rule, base: str, tag: str, by: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The query that judges ``base``'s rows in SQL, and its threshold parameter.
+
+    One pass: filter the firing rows, then per group count them, sum their impact and keep the top evidence_limit
+    rows by order_by; at most MAX_GROUPS groups. Only (groups x evidence_limit) rows ever leave DuckDB. ``by``: a
+    column of ``base`` that splits everything first (the capture, when one query judges every capture)."""
+    spec, j = rule.finding, rule.judgement
     threshold_param = f"na_threshold_{tag}"
     col = _quote_ident(j.column)
-    part = f"partition by {_quote_ident(spec.group_by)}" if spec.group_by else ""
+    keys = [_quote_ident(k) for k in (by, spec.group_by) if k]
+    part = f"partition by {', '.join(keys)}" if keys else ""
+    per = f"partition by {_quote_ident(by)}" if by else ""
     group_expr = _quote_ident(spec.group_by) if spec.group_by else "null"
     # Rows tied on order_by are ranked by the columns the evidence shows, so a run shows the same rows every time.
+    # Packed into one row value: a bare COLUMNS() in a window's ORDER BY would repeat the whole window, once per
+    # column, each ordered by one column alone.
     shown = ", ".join("'" + c.replace("'", "''") + "'" for c in (spec.order_by, *spec.evidence_columns))
     sql = f"""
         with na_rule_{tag} as ({base}
@@ -216,35 +234,38 @@ def _judge_in_sql(con, rule: Rule, base: str, capture_id: int, time_limit_s: flo
                    count(*) over ({part}) as na_rows_{tag},
                    coalesce(sum({_quote_ident(spec.impact_column)}) over ({part}), 0) as na_impact_{tag},
                    row_number() over ({part} order by {_quote_ident(spec.order_by)} desc nulls last,
-                                      columns(c -> c in [{shown}])) as na_rank_{tag}
+                                      row(*columns(c -> c in [{shown}]))) as na_rank_{tag}
             from na_fire_{tag}
         ),
         na_grouprank_{tag} as (
-            select *, dense_rank() over (order by na_impact_{tag} desc, na_group_{tag}) as na_grank_{tag}
+            select *, dense_rank() over ({per} order by na_impact_{tag} desc, na_group_{tag}) as na_grank_{tag}
             from na_ranked_{tag} where na_rank_{tag} <= {int(spec.evidence_limit)}
         )
         select * from na_grouprank_{tag} where na_grank_{tag} <= {MAX_GROUPS}
-        order by na_grank_{tag}, na_rank_{tag}
+        order by {_quote_ident(by) + ", " if by else ""}na_grank_{tag}, na_rank_{tag}
     """
-    params = bind_params(rule, base, capture_id)
-    params[threshold_param] = rule.values()[j.param]
-    columns, rows = run_limited(con, sql, params, time_limit_s, MAX_GROUPS * spec.evidence_limit + 1)
-    internal = {f"na_{k}_{tag}" for k in ("group", "rows", "impact", "rank", "grank")}
+    return sql, {threshold_param: rule.values()[j.param]}
+
+
+def read_groups(rule: Rule, columns: list[str], rows: list[tuple], tag: str,
+                by: str | None = None) -> dict[tuple, Group]:
+    """The groups of :func:`judge_sql`'s rows, in its order, keyed by (``by``'s value, group rank); the columns
+    the engine added (``by`` included) are not the evidence's."""
+    spec = rule.finding
+    internal = {f"na_{k}_{tag}" for k in ("group", "rows", "impact", "rank", "grank")} | ({by} if by else set())
     user_cols = [c for c in columns if c not in internal]
     idx = {c: i for i, c in enumerate(columns)}
-    groups: dict[Any, Group] = {}
-    order: list[Any] = []
+    groups: dict[tuple, Group] = {}
     for r in rows:
-        key = (r[idx[f"na_grank_{tag}"]],)
+        key = (r[idx[by]] if by else None, r[idx[f"na_grank_{tag}"]])
         if key not in groups:
             groups[key] = Group(value=r[idx[f"na_group_{tag}"]], total_rows=int(r[idx[f"na_rows_{tag}"]]),
                                 total_impact=_to_float(r[idx[f"na_impact_{tag}"]]), rows=[], columns=user_cols)
-            order.append(key)
         groups[key].rows.append({c: r[idx[c]] for c in user_cols})
     for group in groups.values():  # the same order again in Python, which DuckDB's window did not always keep
         group.rows.sort(key=lambda row: _ties_key(row, spec.evidence_columns))
         group.rows.sort(key=lambda row: _sort_key(row.get(spec.order_by)), reverse=True)
-    return [groups[k] for k in order]
+    return groups
 
 
 def _ties_key(row: dict, columns) -> tuple:

@@ -194,45 +194,65 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
 
 def _fix_of(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
     part = f.internal.get("part", "kernel")
-    g = model.graph
-    on_device = (g.ops["capture_id"].to_numpy() == f.capture_id)
-    if f.device_id is not None:
-        on_device &= (g.ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id)
     if part == "kernel":
-        return _kernel_fix(con, model, f, on_device)
+        return _kernel_fix(con, model, f)
     if part == "idle":
         return _idle_fix(con, model, f)
     return None
 
 
-def _kernel_fix(con, model: StepModel, f: Finding, on_device: np.ndarray) -> dict[str, Any] | None:
+def _kernel_fix(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
     """The finding's kernels shortened by the share of their time it claims."""
     g = model.graph
     claims = [(s, ns) for s, ns in (f.internal.get("claims") or []) if s is not None and ns > 0]
     if not claims:
         return None
     settle = f.impact_ns / f.claimed_ns if f.claimed_ns > 0 else 1.0
-    times = _kernel_time(con, f.capture_id, f.device_id)
+    times = _kernel_time(con, model, f.capture_id, f.device_id)
+    index = _kernel_index(model)
+    # the finding's kernels: those of its capture (and device), then those of each claimed name among them
+    mine = index.kernels[(index.capture == f.capture_id)[index.kernels]]
+    if f.device_id is not None:
+        mine = mine[index.device[mine] == f.device_id]
     scale = np.ones(len(g))
-    names, short = _op_names(model)
     for subject, ns in claims:
         total = times.get(subject, 0)
-        if total <= 0:
+        codes = index.by_subject.get(subject)
+        if total <= 0 or not codes:
             continue
         share = min(ns * settle / total, 1.0)
-        mask = on_device & (g.ops["kind"].to_numpy() == KERNEL) & ((names == subject) | (short == subject)).to_numpy()
-        scale[mask] *= 1.0 - share
+        scale[mine[np.isin(index.codes[mine], codes)]] *= 1.0 - share
     return {"own_scale": scale} if (scale < 1).any() else None
 
 
-def _op_names(model: StepModel):
-    """The graph's operation names and their short names, made once per model (not once per finding: 41 kernel
-    findings on the 8 DLRM ranks shortened 262k names, 1.6 s), each distinct name shortened once."""
-    kept = model.__dict__.get("_op_names")
+@dataclass
+class _KernelIndex:
+    kernels: np.ndarray  # positions of the graph's kernels
+    capture: np.ndarray  # each operation's capture
+    device: np.ndarray  # each operation's device (nan: none)
+    codes: np.ndarray  # each operation's name, as a code
+    by_subject: dict[str, list[int]]  # a name or short name: the codes of the names it stands for
+
+
+def _kernel_index(model: StepModel) -> _KernelIndex:
+    """The graph's kernels by capture, device and name, made once per model (not once per finding: 41 kernel
+    findings on the 8 DLRM ranks compared 262k names per claim), each distinct name shortened once."""
+    kept = model.__dict__.get("_kernel_index")
     if kept is None:
-        names = model.graph.ops["name"].fillna("")
-        short = {n: _short_name(n) for n in names.unique()}
-        kept = model.__dict__["_op_names"] = (names, names.map(short))
+        import pandas as pd  # pandas only where a step is replayed (tests/test_sql_params.py)
+
+        ops = model.graph.ops
+        codes, uniques = pd.factorize(ops["name"].fillna(""))
+        by_subject: dict[str, list[int]] = {}
+        for code, name in enumerate(uniques):
+            by_subject.setdefault(name, []).append(code)
+            short = _short_name(name)
+            if short != name:
+                by_subject.setdefault(short, []).append(code)
+        kept = model.__dict__["_kernel_index"] = _KernelIndex(
+            kernels=np.flatnonzero(ops["kind"].to_numpy() == KERNEL), capture=ops["capture_id"].to_numpy(),
+            device=ops["device_id"].to_numpy(dtype=float, na_value=np.nan), codes=np.asarray(codes),
+            by_subject=by_subject)
     return kept
 
 
@@ -242,15 +262,21 @@ def _short_name(name: str) -> str:
     return base.split("::")[-1].split(" ")[-1]
 
 
-def _kernel_time(con, capture_id: int, device_id) -> dict[str, float]:
+def _kernel_time(con, model: StepModel, capture_id: int, device_id) -> dict[str, float]:
+    """Kernel time by name and by short name in one capture (and device): asked once per capture and device."""
+    kept = model.__dict__.setdefault("_kernel_time", {})
+    key = (capture_id, device_id)
+    if key in kept:
+        return kept[key]
     rows = sql_params.execute(con, """
         select name, short_name, sum(duration_ns) from kernels
         where capture_id = $cid and ($dev is null or device_id = $dev) group by all""",
                               {"cid": capture_id, "dev": device_id}).fetchall()
     out: dict[str, float] = {}
     for name, short, ns in rows:
-        for key in {name, short} - {None}:
-            out[key] = out.get(key, 0.0) + float(ns or 0)
+        for key_name in {name, short} - {None}:
+            out[key_name] = out.get(key_name, 0.0) + float(ns or 0)
+    kept[key] = out
     return out
 
 
