@@ -238,9 +238,9 @@ def test_regions_skip_ranges_nested_too_deep():
                 "end_ns bigint, depth integer)")
     con.executemany("insert into nvtx_ranges values (1, 'push_pop', 7, ?, ?, ?)",
                     [(i, 1000 - i, i) for i in range(regions.MAX_DEPTH + 1)])
-    assert regions._has_ranges(con, 1)  # depths 0..MAX_DEPTH: deep enough, still placed
+    assert regions._with_ranges(con, [1]) == [1]  # depths 0..MAX_DEPTH: deep enough, still placed
     con.execute("insert into nvtx_ranges values (1, 'push_pop', 7, 500, 501, ?)", [regions.MAX_DEPTH + 1])
-    assert not regions._has_ranges(con, 1)
+    assert regions._with_ranges(con, [1]) == []
 
 
 def test_a_string_view_is_read_within_limits(tmp_path, monkeypatch):

@@ -40,34 +40,87 @@ def _order(g: StepGraph) -> tuple[list[int], list[bool]]:
     return ops[order].tolist(), is_end[order].tolist()
 
 
+def _prepared(g: StepGraph) -> dict[str, Any]:
+    """What every replay of ``g`` shares, made once per graph: the visiting order, each op's first place in it,
+    the edges as lists, and the unchanged replay (the recorded times)."""
+    kept = g.__dict__.get("_replay")
+    if kept is None:
+        order, is_end = _order(g)
+        first = np.zeros(len(g), np.int64)
+        at = np.asarray(order, np.int64)
+        starts = np.flatnonzero(~np.asarray(is_end, bool))
+        first[at[starts]] = starts
+        # one list per start slot (a list lookup is what the loop can afford: it runs once per operation)
+        kept = g.__dict__["_replay"] = {
+            "order": order, "is_end": is_end, "first": first,
+            "pred": [g.pred[:, k].tolist() for k in range(4)],
+            "lag": [g.lag[:, k].astype(np.float64).tolist() for k in range(4)],
+            "f0": g.from_start[:, 0].tolist(), "special": g.special_end.tolist(),
+            "wp": g.wait_pred.tolist(), "wl": g.wait_lag.tolist(), "grp": g.group.tolist(),
+            "own": g.own_ns.astype(np.float64).tolist(), "glag": g.group_lag.astype(np.float64).tolist(),
+            "also": g.also_waits, "base": None,
+        }
+    return kept
+
+
 def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np.ndarray | None = None,
            drop_wait: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Replayed (start_ns, end_ns) of every op. ``own_scale``: each op's own time (and a collective's transfer)
     multiplied by it (a kernel 1.3x faster: 1/1.3); ``host_lag_scale``: each call's host work before it multiplied
-    by it (0: removed); ``drop_wait``: blocking calls that no longer wait for the GPU."""
-    start0 = g.ops["start_ns"].to_numpy(np.int64)
-    own = g.own_ns.astype(np.float64)
-    glag = g.group_lag.astype(np.float64)
+    by it (0: removed); ``drop_wait``: blocking calls that no longer wait for the GPU.
+
+    A what-if replays from the first place in the visiting order of the first op it changes: everything visited
+    before it waits only for what was visited before it, so it keeps its unchanged replay (on the 64-rank DLRM
+    job most findings change ops well into the trace)."""
+    prep = _prepared(g)
+    p0, p1, p2, p3 = prep["pred"]
+    l0, l1, l2, l3 = prep["lag"]
+    f0, special, wl, grp, members = prep["f0"], prep["special"], prep["wl"], prep["grp"], g.members
+    own_l, gl, wp = prep["own"], prep["glag"], prep["wp"]
+    changed = []
     if own_scale is not None:
-        own = own * own_scale
-        glag = glag * own_scale
-    lag = g.lag.astype(np.float64)
+        at = np.flatnonzero(own_scale != 1)
+        changed.append(at)
+        own_l, gl = own_l.copy(), gl.copy()
+        for i, f in zip(at.tolist(), own_scale[at].tolist()):
+            own_l[i] *= f
+            gl[i] *= f
     if host_lag_scale is not None:
-        lag[:, 0] = np.where(g.from_start[:, 0], lag[:, 0], lag[:, 0] * host_lag_scale)
-    wait_pred = g.wait_pred.copy()
+        at = np.flatnonzero((host_lag_scale != 1) & ~g.from_start[:, 0] & (g.lag[:, 0] != 0))
+        changed.append(at)
+        l0 = l0.copy()
+        for i, f in zip(at.tolist(), host_lag_scale[at].tolist()):
+            l0[i] *= f
     if drop_wait is not None:
-        wait_pred[drop_wait] = -1
-    ns = start0.astype(np.float64).tolist()
-    ne = g.ops["end_ns"].to_numpy(np.float64).tolist()
-    # one list per start slot (a list lookup is what the loop can afford: it runs once per operation)
-    p0, p1, p2, p3 = (g.pred[:, k].tolist() for k in range(4))
-    l0, l1, l2, l3 = (lag[:, k].tolist() for k in range(4))
-    f0 = g.from_start[:, 0].tolist()
-    own_l, special = own.tolist(), g.special_end.tolist()
-    wp, wl = wait_pred.tolist(), g.wait_lag.tolist()
-    also = g.also_waits
-    grp, gl, members = g.group.tolist(), glag.tolist(), g.members
-    order, is_end = _order(g)
+        at = np.flatnonzero(drop_wait & (g.wait_pred >= 0))
+        changed.append(at)
+        wp = wp.copy()
+        for i in at.tolist():
+            wp[i] = -1
+    order, is_end = prep["order"], prep["is_end"]
+    touched = np.concatenate(changed) if changed else np.zeros(0, np.int64)
+    base = prep["base"]
+    if base is None and len(touched):  # a graph replayed once, changed (a candidate's): all of it, as it is
+        return tuple(map(np.asarray, _visit(
+            g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64).tolist(), order,
+            is_end, prep, p0, p1, p2, p3, l0, l1, l2, l3, f0, special, wp, wl, grp, members, own_l, gl)))
+    if base is None:  # the unchanged replay, kept: every what-if on this graph starts from it
+        ns, ne = _visit(g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64)
+                        .tolist(), order, is_end, prep, p0, p1, p2, p3, l0, l1, l2, l3, f0, special, wp, wl, grp,
+                        members, own_l, gl)
+        base = prep["base"] = (np.asarray(ns), np.asarray(ne))
+    if not len(touched):
+        return base[0].copy(), base[1].copy()
+    k = int(prep["first"][touched].min())
+    ns, ne = _visit(base[0].tolist(), base[1].tolist(), order[k:], is_end[k:], prep, p0, p1, p2, p3, l0, l1, l2,
+                    l3, f0, special, wp, wl, grp, members, own_l, gl)
+    return np.asarray(ns), np.asarray(ne)
+
+
+def _visit(ns, ne, order, is_end, prep, p0, p1, p2, p3, l0, l1, l2, l3, f0, special, wp, wl, grp, members, own_l,
+           gl) -> tuple[list, list]:
+    """The replay's loop over ``order`` (see the module docstring), updating ``ns`` and ``ne`` in place."""
+    also = prep["also"]
     for i, end in zip(order, is_end):
         if end:
             t = ns[i] + own_l[i]
@@ -97,7 +150,7 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
         ns[i] = t
         if not special[i]:
             ne[i] = t + own_l[i]
-    return np.asarray(ns), np.asarray(ne)
+    return ns, ne
 
 
 def critical_path(g: StepGraph, start_ns: float, end_ns: float, capture_id: int,
@@ -198,7 +251,7 @@ def slack(g: StepGraph, times: tuple[np.ndarray, np.ndarray] | None = None) -> n
     horizon = float(ne.max()) if len(ne) else 0.0
     late_s = [horizon] * len(g)
     late_e = [horizon] * len(g)
-    order, is_end = _order(g)
+    order, is_end = _prepared(g)["order"], _prepared(g)["is_end"]
     own, special = g.own_ns.tolist(), g.special_end.tolist()
     wp, wl, grp, gl, members = g.wait_pred.tolist(), g.wait_lag.tolist(), g.group.tolist(), g.group_lag.tolist(), \
         g.members

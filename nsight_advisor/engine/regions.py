@@ -51,42 +51,48 @@ _TEMP_TABLES = ("_na_op_region", "_na_op_paths", "_na_domain_rank", "nvtx_open_p
 def attach_regions(con: duckdb.DuckDBPyConnection, captures: Iterable[dict],
                    findings: list[Finding]) -> dict[int, list[dict[str, Any]]]:
     """Set ``regions`` on every finding (see the module docstring); returns, per capture with NVTX ranges, its
-    GPU time by path (:func:`_breakdown`)."""
+    GPU time by path (:func:`_breakdown`). The paths of every capture are placed at once (a handful of queries
+    whatever the number of ranks), then each finding's weights are read per capture."""
     by_capture: dict[int, list[Finding]] = defaultdict(list)
     for f in findings:
         by_capture[f.capture_id].append(f)
-    breakdowns: dict[int, list[dict[str, Any]]] = {}
-    for cap in captures:
-        cid = cap["capture_id"]
-        if not _has_ranges(con, cid):
-            continue
-        _prepare_op_regions(con, cid)
-        try:
-            breakdowns[cid] = _breakdown(con, cid)
-            kernel_paths = _KernelPaths(con, cid)
+    cids = _with_ranges(con, [int(cap["capture_id"]) for cap in captures])
+    if not cids:
+        return {}
+    _prepare_op_regions(con, cids)
+    try:
+        breakdowns = _breakdowns(con, cids)
+        kernel_paths = _KernelPaths(con, cids)
+        for cid in cids:
             for f in by_capture.get(cid) or []:
                 weights = _weights(con, cid, f, kernel_paths)
                 f.regions = _shares(weights, f.impact_ns) if weights else []
-        finally:
-            for table in _TEMP_TABLES:
-                con.execute(f"drop table if exists temp.main.{table}")
+    finally:
+        for table in _TEMP_TABLES:
+            con.execute(f"drop table if exists temp.main.{table}")
     return breakdowns
 
 
-def _breakdown(con, cid: int) -> list[dict[str, Any]]:
+def _breakdowns(con, cids: list[int]) -> dict[int, list[dict[str, Any]]]:
     """The report's ``captures[].nvtx_paths``: GPU time of the operations in the analysis window by the path they
     were launched from (their innermost range: time launched from a nested range counts there, not in the range
     around it), the :data:`BREAKDOWN_PATHS` largest, then (other) and (no NVTX range); shares of all of it."""
-    rows = sql_params.execute(con, """
-        with w as (select start_ns, end_ns from analysis_window where capture_id = $c)
-        select coalesce(r.path, $none), sum(o.duration_ns), count(*)
+    per: dict[int, list[tuple]] = defaultdict(list)
+    for cid, *row in sql_params.execute(con, """
+        select o.capture_id, coalesce(r.path, $none), sum(o.duration_ns), count(*)
         from gpu_ops o
-        cross join w
+        join analysis_window w on w.capture_id = o.capture_id
         left join _na_op_region r
-            on r.device_id = o.device_id and r.op = o.op and r.pid = o.pid and r.correlation_id = o.correlation_id
-            and r.start_ns = o.start_ns
-        where o.capture_id = $c and o.end_ns > w.start_ns and o.start_ns < w.end_ns
-        group by all""", {"c": cid, "none": NO_RANGE}).fetchall()
+            on r.capture_id = o.capture_id and r.device_id = o.device_id and r.op = o.op and r.pid = o.pid
+            and r.correlation_id = o.correlation_id and r.start_ns = o.start_ns
+        where o.capture_id in (select unnest($c::integer[])) and o.end_ns > w.start_ns and o.start_ns < w.end_ns
+        group by all""", {"c": cids, "none": NO_RANGE}).fetchall():
+        per[cid].append(tuple(row))
+    return {cid: _breakdown(per.get(cid, [])) for cid in cids}
+
+
+def _breakdown(rows: list[tuple]) -> list[dict[str, Any]]:
+    """One capture's breakdown from its (path, ns, operations) rows."""
     total = sum(float(ns or 0) for _, ns, _ in rows)
     if total <= 0:
         return []
@@ -100,40 +106,48 @@ def _breakdown(con, cid: int) -> list[dict[str, Any]]:
             for p, ns, n in listed]
 
 
-def _has_ranges(con, cid: int) -> bool:
-    """Whether the capture has push/pop ranges to place operations in, few and shallow enough to do it on every
-    analysis."""
-    count, depth = sql_params.execute(con, """
-        select count(*), coalesce(max(depth), 0) from nvtx_ranges
-        where capture_id = $c and event_type = 'push_pop' and tid is not null and end_ns > start_ns
-        """, {"c": cid}).fetchone()
-    return 0 < count <= MAX_RANGES and depth <= MAX_DEPTH
+def _with_ranges(con, cids: list[int]) -> list[int]:
+    """The captures, of ``cids``, with push/pop ranges to place operations in, few and shallow enough to do it on
+    every analysis; in the order given."""
+    if not cids:
+        return []
+    rows = sql_params.execute(con, """
+        select capture_id, count(*), coalesce(max(depth), 0) from nvtx_ranges
+        where capture_id in (select unnest($c::integer[])) and event_type = 'push_pop' and tid is not null
+          and end_ns > start_ns
+        group by capture_id""", {"c": cids}).fetchall()
+    ok = {cid for cid, count, depth in rows if 0 < count <= MAX_RANGES and depth <= MAX_DEPTH}
+    return [cid for cid in cids if cid in ok]
 
 
-def _prepare_op_regions(con, cid: int) -> None:
-    """Temp tables of one capture: nvtx_range_paths and nvtx_open_paths (shadowing the views of those names, so
+def _prepare_op_regions(con, cids: list[int]) -> None:
+    """Temp tables of the captures: nvtx_range_paths and nvtx_open_paths (shadowing the views of those names, so
     that the ranges are nested once, not once per view that reads them), _na_op_paths (nvtx_op_paths),
-    _na_domain_rank (domains in the order of preference of the module docstring) and _na_op_region (each
-    operation launched within a range, with its one path)."""
+    _na_domain_rank (each capture's domains in the order of preference of the module docstring) and _na_op_region
+    (each operation launched within a range, with its one path)."""
     from nsight_advisor.analysis.accounting import stored
 
     sql_params.execute(con, f"""
         create or replace temp table nvtx_range_paths as
-        select * from {stored(con, 'nvtx_range_paths')} where capture_id = $c""", {"c": cid})
+        select * from {stored(con, 'nvtx_range_paths')} where capture_id in (select unnest($c::integer[]))""",
+                       {"c": cids})
     con.execute(f"create or replace temp table nvtx_open_paths as select * from {stored(con, 'nvtx_open_paths')}")
     sql_params.execute(con, f"""
         create or replace temp table _na_op_paths as
-        select * from {stored(con, 'nvtx_op_paths')} where capture_id = $c""", {"c": cid})
+        select * from {stored(con, 'nvtx_op_paths')} where capture_id in (select unnest($c::integer[]))""",
+                       {"c": cids})
     con.execute("""
         create or replace temp table _na_domain_rank as
-        select domain, row_number() over (order by count(distinct path) desc, count(*) desc, domain) as rank
-        from _na_op_paths group by domain""")
+        select capture_id, domain,
+               row_number() over (partition by capture_id order by count(distinct path) desc, count(*) desc, domain)
+                   as rank
+        from _na_op_paths group by capture_id, domain""")
     con.execute("""
         create or replace temp table _na_op_region as
-        select o.device_id, o.pid, o.tid, o.correlation_id, o.op, o.start_ns, o.end_ns, o.duration_ns,
+        select o.capture_id, o.device_id, o.pid, o.tid, o.correlation_id, o.op, o.start_ns, o.end_ns, o.duration_ns,
                arg_min(case when o.domain = 'Default' then o.path else o.domain || ':' || o.path end, r.rank)
                    as path
-        from _na_op_paths o join _na_domain_rank r using (domain)
+        from _na_op_paths o join _na_domain_rank r using (capture_id, domain)
         group by all""")
 
 
@@ -142,7 +156,7 @@ def _weights(con, cid: int, f: Finding, kernel_paths: "_KernelPaths") -> dict[st
     if f.device_id is None or part == "host":
         return {}
     if part == "kernel":
-        return _kernel_weights(kernel_paths, f)
+        return _kernel_weights(kernel_paths, cid, f)
     if part in ("copy", "memset"):
         return _op_weights(con, cid, f.device_id, "memcpy" if part == "copy" else "memset")
     if part == "idle":
@@ -151,39 +165,39 @@ def _weights(con, cid: int, f: Finding, kernel_paths: "_KernelPaths") -> dict[st
 
 
 class _KernelPaths:
-    """One capture's kernel time in the analysis window by device, name, short name and path, asked once for all
-    of the capture's kernel findings (one query per finding was most of the regions step on many ranks)."""
+    """The captures' kernel time in the analysis window by capture, device, name, short name and path, asked once
+    for all kernel findings (one query per finding was most of the regions step on many ranks)."""
 
-    def __init__(self, con, cid: int) -> None:
-        self.con, self.cid = con, cid
-        self._rows: dict[int, list[tuple]] | None = None
+    def __init__(self, con, cids: list[int]) -> None:
+        self.con, self.cids = con, cids
+        self._rows: dict[tuple[int, int], list[tuple]] | None = None
 
-    def rows(self, device_id: int) -> list[tuple]:
-        """(name, short_name, path, ns) of the device's kernels."""
+    def rows(self, cid: int, device_id: int) -> list[tuple]:
+        """(name, short_name, path, ns) of the capture's kernels on the device."""
         if self._rows is None:
             self._rows = defaultdict(list)
-            for device, *row in sql_params.execute(self.con, """
-                with w as (select start_ns, end_ns from analysis_window where capture_id = $c)
-                select k.device_id, k.name, k.short_name, coalesce(r.path, $none), sum(k.duration_ns)
+            for capture, device, *row in sql_params.execute(self.con, """
+                select k.capture_id, k.device_id, k.name, k.short_name, coalesce(r.path, $none), sum(k.duration_ns)
                 from kernels k
-                cross join w
+                join analysis_window w on w.capture_id = k.capture_id
                 left join _na_op_region r
-                    on r.device_id = k.device_id and r.op = 'kernel' and r.pid = k.pid
-                    and r.correlation_id = k.correlation_id and r.start_ns = k.start_ns
-                where k.capture_id = $c and k.end_ns > w.start_ns and k.start_ns < w.end_ns
-                group by all""", {"c": self.cid, "none": NO_RANGE}).fetchall():
-                self._rows[device].append(tuple(row))
-        return self._rows.get(device_id, [])
+                    on r.capture_id = k.capture_id and r.device_id = k.device_id and r.op = 'kernel'
+                    and r.pid = k.pid and r.correlation_id = k.correlation_id and r.start_ns = k.start_ns
+                where k.capture_id in (select unnest($c::integer[])) and k.end_ns > w.start_ns
+                  and k.start_ns < w.end_ns
+                group by all""", {"c": self.cids, "none": NO_RANGE}).fetchall():
+                self._rows[(capture, device)].append(tuple(row))
+        return self._rows.get((cid, device_id), [])
 
 
-def _kernel_weights(kernel_paths: _KernelPaths, f: Finding) -> dict[str, float]:
+def _kernel_weights(kernel_paths: _KernelPaths, cid: int, f: Finding) -> dict[str, float]:
     claims: dict[str, float] = defaultdict(float)
     for subject, ns in f.internal.get("claims") or []:
         if isinstance(subject, str) and ns > 0:
             claims[subject] += ns
     if not claims:
         return {}
-    rows = [r for r in kernel_paths.rows(f.device_id) if r[0] in claims or r[1] in claims]
+    rows = [r for r in kernel_paths.rows(cid, f.device_id) if r[0] in claims or r[1] in claims]
     per_subject: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for name, short, path, ns in rows:
         subject = name if name in claims else short
@@ -204,8 +218,8 @@ def _op_weights(con, cid: int, device: int, op: str) -> dict[str, float]:
         from gpu_ops o
         cross join w
         left join _na_op_region r
-            on r.device_id = o.device_id and r.op = o.op and r.pid = o.pid and r.correlation_id = o.correlation_id
-            and r.start_ns = o.start_ns
+            on r.capture_id = o.capture_id and r.device_id = o.device_id and r.op = o.op and r.pid = o.pid
+            and r.correlation_id = o.correlation_id and r.start_ns = o.start_ns
         where o.capture_id = $c and o.device_id = $d and o.op = $op and o.end_ns > w.start_ns and o.start_ns < w.end_ns
         group by all""", {"c": cid, "d": device, "op": op, "none": NO_RANGE}).fetchall()
     return {path: float(ns or 0) for path, ns in rows}
@@ -221,20 +235,20 @@ def _gap_weights(con, cid: int, f: Finding) -> dict[str, float]:
                    coalesce(g.host_pid, n.pid) as pid, coalesce(g.host_tid, n.tid) as tid
             from gpu_idle_gaps g
             left join (select start_ns, any_value(pid) as pid, any_value(tid) as tid from _na_op_region
-                       where device_id = $d group by start_ns) n on n.start_ns = g.end_ns
+                       where capture_id = $c and device_id = $d group by start_ns) n on n.start_ns = g.end_ns
             where g.capture_id = $c and g.device_id = $d and g.duration_ns >= $min_gap
               and (len($causes::varchar[]) = 0 or g.cause in (select unnest($causes::varchar[])))
         ),
         placed as (
             select g.start_ns, g.duration_ns, o.domain, o.path
             from gaps g
-            join (select distinct pid, tid, domain from temp.main.nvtx_open_paths) td
+            join (select distinct pid, tid, domain from temp.main.nvtx_open_paths where capture_id = $c) td
                 on td.pid = g.pid and td.tid = g.tid
-            asof join temp.main.nvtx_open_paths o
+            asof join (select * from temp.main.nvtx_open_paths where capture_id = $c) o
                 on o.pid = g.pid and o.tid = g.tid and o.domain = td.domain and g.mid_ns >= o.t_ns
             where o.path is not null
         ),
-        domains as (select domain, rank from _na_domain_rank),
+        domains as (select domain, rank from _na_domain_rank where capture_id = $c),
         chosen as (
             select p.start_ns,
                    arg_min(case when p.domain = 'Default' then p.path else p.domain || ':' || p.path end,
