@@ -1,21 +1,34 @@
 """Our critical path of a step against HTA's (Holistic Trace Analysis, ``CriticalPathAnalysis``) on the same trace.
 
-    python3 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install HolisticTraceAnalysis "pandas<3"
+    python3 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install HolisticTraceAnalysis==0.5.0 "pandas<3"
     python3 benchmarks/bench_critical_path_hta.py                       # the DLRM ranks, a table on stdout
     python3 benchmarks/bench_critical_path_hta.py --json out.json       # ... and every number as JSON
 
 HTA is never a dependency of the project: it runs in its own environment (``--hta-python``), in a child process
-that writes its path as JSON. (HTA 0.5.0 calls ``DataFrame.drop(axis=..., columns=...)``, which pandas 3 refuses:
-its environment needs pandas < 3.) For each rank's trace, both tools take the first ``ProfilerStep`` and walk its
-critical path; ours is the step graph of that rank alone (analysis/step_graph.py: CUDA calls and GPU operations), as
-HTA's is (CPU operators, CUDA calls and GPU kernels).
+that writes its paths as JSON. (HTA 0.5.0 calls ``DataFrame.drop(axis=..., columns=...)``, which pandas 3 refuses:
+its environment needs pandas < 3.) For each rank's trace, both tools take the first ``ProfilerStep``; ours is the
+step graph of that rank alone (analysis/step_graph.py: CUDA calls and GPU operations), as HTA's is (CPU operators,
+CUDA calls and GPU kernels). HTA's path is taken three ways:
 
-Both paths are cut into stretches labelled by what the path is on: a GPU operation (``gpu`` with its correlation id),
-the launch latency of one (``launch``), a gap between two kernels of a stream (``gpu-gap``), or the CPU (``cpu``:
-HTA's operators and our CUDA calls and host work between them are the same time seen at two depths). Reported, per
-rank: each path's span and the step's length; **agreement**, the share of the time both paths cover on which they
-are on the same label (a GPU operation: the same one); the kernels on each path and those on both, with the share of
-HTA's path length those held in common take. Times are put on one clock by the kernels' correlation ids.
+* **raw**: HTA's own graph and rule (the longest path by weight, where operators, kernels, launch delays and
+  kernel-to-kernel delays weigh their time and waits weigh nothing);
+* **given our dependencies**: HTA's graph with the edges of ours that it lacks added as HTA's own zero-weight
+  sync edges, HTA's rule again: a thread handoff (``backward()`` waiting for the autograd engine's thread: from the
+  waited-for thread's last event by the waiting call to the waiting thread's first event after it), an inferred
+  stream wait (from the waited-for kernel's end to the waiting kernel's start, its kernel-to-kernel or launch edge
+  dropped where the waited-for kernel ended later, as HTA does itself from a trace's "Stream Wait Event"), a
+  blocking call's wait for the GPU (from the kernel's end to the call's end, as HTA does from a "Stream Sync");
+* **walked by last arrival**: that same graph, with our rule: from its latest node by the step's end back along the
+  in-edge whose source is latest. It tells a difference of graphs from a difference of rules.
+
+**The measure.** Each path is cut into stretches labelled by what the path is on: a GPU operation (``gpu:`` and
+its correlation id), the launch latency of one (``launch``), a stream waiting between two kernels (``gpu-gap``),
+or a host thread (``cpu:`` and its thread id: HTA's operators and our CUDA calls and the host's work before them
+are the same time seen at two depths; our step's time before the first call its path reaches is that call's
+thread's). Both are put on one clock by the kernels' correlation ids. **Agreement** is the share of the time both
+paths cover on which they carry the same label; **disagreement, % of step** is the time both cover on different
+labels, as a share of the step (our path's length: it tiles the step). Where the paths cover different parts of
+the step, only the time both cover is compared, and each path's span is reported beside it.
 """
 
 from __future__ import annotations
