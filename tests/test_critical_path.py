@@ -131,11 +131,16 @@ def test_a_handoff_to_another_thread_is_on_the_path(memory_store):
     _call(con, 1, 3, "cudaStreamSynchronize", 1011, 1030, tid=11)
     _kernel(con, 1, 1, "fwd", 7, 10, 15)
     _kernel(con, 1, 2, "opt", 7, 1015, 1025)
+    # a watchdog thread (13) quiet from before the handoff to after it: the burst fits its quiet time too, but the
+    # caller's calls come between, so nothing was handed to it
+    _call(con, 1, 30, "cudaEventQuery", -100, -99, tid=13)
+    _call(con, 1, 31, "cudaEventQuery", 1012, 1013, tid=13)
     g = build_graph(con, [1])
     corr, tids = g.ops["correlation_id"].to_numpy(), g.ops["tid"].to_numpy()
     call = {int(c): i for i, c in enumerate(corr) if g.ops["kind"].iat[i] == 0}
     assert g.pred[call[10], 0] == call[1] and g.lag[call[10], 0] == us(15)  # the burst's first call: after the caller
     assert g.pred[call[2], 0] == call[14] and g.lag[call[2], 0] == us(20)   # the caller resumes after the burst
+    assert g.pred[call[31], 0] == call[30]  # the watchdog: its own thread's order
     base = replay(g)
     assert np.array_equal(base[0], g.ops["start_ns"].to_numpy())  # the recorded times, unchanged
     path = critical_path(g, 0, us(1030), 1, base)
@@ -145,7 +150,7 @@ def test_a_handoff_to_another_thread_is_on_the_path(memory_store):
     # the other thread's host work halved (15 µs before its first call, 4 x 235 µs between its calls): the caller
     # resumes (15 + 4 x 235) / 2 = 477.5 µs earlier
     ns, _ne = replay(g, host_lag_scale=np.where(tids == 12, 0.5, 1.0))
-    assert us(1005) - ns[call[2]] == (us(15) + 4 * us(235)) / 2
+    assert g.ops["start_ns"].iat[call[2]] - ns[call[2]] == (us(15) + 4 * us(235)) / 2
 
 
 def test_no_handoff_from_a_thread_busy_across_it(memory_store):

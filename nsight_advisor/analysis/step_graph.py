@@ -7,7 +7,8 @@ An operation is a CUDA API call on a host thread or a GPU operation (kernel, cop
   kept as the host's work); a call nested in another waits for the outer call's start; at a **handoff** (a thread
   that went quiet while another thread of its process ran a burst of calls filling most of the quiet time, as the
   caller of PyTorch's ``backward()`` waits while the autograd engine's device thread runs the backward pass, a
-  burst with quiet time of that thread either side) the burst's first call waits for the quiet thread's last call, and the quiet thread's next call for the burst's last
+  burst with quiet time of that thread either side, no third thread's call between the two) the burst's first call
+  waits for the quiet thread's last call, and the quiet thread's next call for the burst's last
   call (:func:`_handoff_edges`);
 * ``launch``: the call that launched it (correlation id) to start, then the launch latency;
 * ``stream``: the previous operation on its stream to end;
@@ -218,36 +219,47 @@ def _handoff_edges(g: StepGraph) -> None:
         return
     starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
     frame = ops.iloc[top][["capture_id", "pid", "tid"]].assign(op=top, start=starts[top])
+    tid_of = ops["tid"].fillna(-1).to_numpy(np.int64)
     for _process, calls in frame.groupby(["capture_id", "pid"], dropna=False, sort=False):
         threads = [c.sort_values("start")["op"].to_numpy(np.int64) for _t, c in calls.groupby("tid", dropna=False)]
         if len(threads) < 2:
             continue
-        for t, mine in enumerate(threads):
-            gaps = starts[mine[1:]] - ends[mine[:-1]]
-            for k in np.flatnonzero(gaps >= HANDOFF_MIN_GAP_NS):
-                lo, hi = int(ends[mine[k]]), int(starts[mine[k + 1]])
-                best = None
-                for u, theirs in enumerate(threads):
-                    if u == t:
-                        continue
-                    a = int(np.searchsorted(starts[theirs], lo, "right"))  # the first call after it went quiet
-                    b = int(np.searchsorted(ends[theirs], hi, "right"))  # past the last call ended by its resumption
-                    if b <= a:
-                        continue
-                    # an island: the other thread quiet as long before its burst and after it (a thread that makes
-                    # calls all along is doing its own work)
-                    before = starts[theirs[a]] - (ends[theirs[a - 1]] if a > 0 else -(2 ** 62))
-                    after = (starts[theirs[b]] if b < len(theirs) else 2 ** 62) - ends[theirs[b - 1]]
-                    if min(before, after) < HANDOFF_MIN_GAP_NS:
-                        continue
-                    span = int(ends[theirs[b - 1]] - starts[theirs[a]])
-                    if span >= HANDOFF_COVER * (hi - lo) and (best is None or span > best[0]):
-                        best = (span, int(theirs[a]), int(theirs[b - 1]))
-                if best is None:
+        p_ops = calls.sort_values("start")["op"].to_numpy(np.int64)
+        p_start = starts[p_ops]
+        for t, mine in enumerate(threads):  # vectorized over the thread's gaps, a loop over the other threads
+            k = np.flatnonzero(starts[mine[1:]] - ends[mine[:-1]] >= HANDOFF_MIN_GAP_NS)
+            if not len(k):
+                continue
+            lo, hi = ends[mine[k]], starts[mine[k + 1]]
+            best = np.full(len(k), -1, np.int64)
+            first, last = np.full(len(k), -1, np.int64), np.full(len(k), -1, np.int64)
+            for u, theirs in enumerate(threads):
+                if u == t:
                     continue
-                _span, first, last = best
-                for op, pred in ((first, int(mine[k])), (int(mine[k + 1]), last)):
-                    g.pred[op, 0], g.from_start[op, 0], g.lag[op, 0] = pred, False, starts[op] - ends[pred]
+                s_u, e_u = starts[theirs], ends[theirs]
+                a = np.searchsorted(s_u, lo, "right")  # the first call after the thread went quiet
+                z = np.searchsorted(e_u, hi, "right")  # past the last call ended by its resumption
+                ok = z > a
+                a_, z_ = np.minimum(a, len(theirs) - 1), np.maximum(z - 1, 0)
+                # an island: the other thread quiet as long before its burst and after it (a thread that makes
+                # calls all along is doing its own work)
+                before = s_u[a_] - np.where(a > 0, e_u[np.maximum(a - 1, 0)], -(2 ** 62))
+                after = np.where(z < len(theirs), s_u[np.minimum(z, len(theirs) - 1)], 2 ** 62) - e_u[z_]
+                span = e_u[z_] - s_u[a_]
+                ok &= (np.minimum(before, after) >= HANDOFF_MIN_GAP_NS) & (span >= HANDOFF_COVER * (hi - lo))
+                ok &= span > best
+                best = np.where(ok, span, best)
+                first, last = np.where(ok, theirs[a_], first), np.where(ok, theirs[z_], last)
+            has = best >= 0
+            # a direct handoff: no third thread's call starts in either window (the NCCL watchdog's queries,
+            # quiet for long and as likely to hold a burst within its quiet time, pass control to nobody)
+            for n in np.flatnonzero(has):
+                for w_lo, w_hi in ((ends[mine[k[n]]], starts[first[n]]), (ends[last[n]], starts[mine[k[n] + 1]])):
+                    between = p_ops[np.searchsorted(p_start, w_lo, "left"):np.searchsorted(p_start, w_hi, "right")]
+                    if np.isin(tid_of[between], [tid_of[mine[0]], tid_of[first[n]]], invert=True).any():
+                        has[n] = False
+            for op, pred in ((first[has], mine[k][has]), (mine[k + 1][has], last[has])):
+                g.pred[op, 0], g.from_start[op, 0], g.lag[op, 0] = pred, False, starts[op] - ends[pred]
 
 
 def _launch_and_stream_edges(g: StepGraph) -> None:
