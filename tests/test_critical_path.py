@@ -119,6 +119,53 @@ def test_late_rank_gates_the_collective_saving_on_both(memory_store):
     assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(617)
 
 
+def test_a_handoff_to_another_thread_is_on_the_path(memory_store):
+    # the caller's thread (11) launches, then waits 1 ms while the autograd thread (12) launches the backward pass,
+    # as PyTorch's backward() does; it resumes 20 µs after that thread's last call and launches the optimizer
+    con = memory_store
+    _call(con, 1, 1, "cudaLaunchKernel", 0, 5, tid=11)
+    for k in range(5):  # 15 µs after the handoff, a 5 µs launch every 240 µs: 20 .. 985
+        _call(con, 1, 10 + k, "cudaLaunchKernel", 20 + 240 * k, 25 + 240 * k, tid=12)
+        _kernel(con, 1, 10 + k, f"bwd{k}", 7, 30 + 240 * k, 35 + 240 * k)
+    _call(con, 1, 2, "cudaLaunchKernel", 1005, 1010, tid=11)
+    _call(con, 1, 3, "cudaStreamSynchronize", 1011, 1030, tid=11)
+    _kernel(con, 1, 1, "fwd", 7, 10, 15)
+    _kernel(con, 1, 2, "opt", 7, 1015, 1025)
+    # a watchdog thread (13) quiet from before the handoff to after it: the burst fits its quiet time too, but the
+    # caller's calls come between, so nothing was handed to it
+    _call(con, 1, 30, "cudaEventQuery", -100, -99, tid=13)
+    _call(con, 1, 31, "cudaEventQuery", 1012, 1013, tid=13)
+    g = build_graph(con, [1])
+    corr, tids = g.ops["correlation_id"].to_numpy(), g.ops["tid"].to_numpy()
+    call = {int(c): i for i, c in enumerate(corr) if g.ops["kind"].iat[i] == 0}
+    assert g.pred[call[10], 0] == call[1] and g.lag[call[10], 0] == us(15)  # the burst's first call: after the caller
+    assert g.pred[call[2], 0] == call[14] and g.lag[call[2], 0] == us(20)   # the caller resumes after the burst
+    assert g.pred[call[31], 0] == call[30]  # the watchdog: its own thread's order
+    base = replay(g)
+    assert np.array_equal(base[0], g.ops["start_ns"].to_numpy())  # the recorded times, unchanged
+    path = critical_path(g, 0, us(1030), 1, base)
+    assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(1030)
+    on_path = {int(tids[s["op"]]) for s in path if s["op"] is not None and s["what"] in ("CUDA call", "host work")}
+    assert on_path == {11, 12}  # through the other thread's calls, not 1 ms of the caller's "host work"
+    # the other thread's host work halved (15 µs before its first call, 4 x 235 µs between its calls): the caller
+    # resumes (15 + 4 x 235) / 2 = 477.5 µs earlier
+    ns, _ne = replay(g, host_lag_scale=np.where(tids == 12, 0.5, 1.0))
+    assert g.ops["start_ns"].iat[call[2]] - ns[call[2]] == (us(15) + 4 * us(235)) / 2
+
+
+def test_no_handoff_from_a_thread_busy_across_it(memory_store):
+    # the other thread makes calls all along (every 200 µs, before, during and after the quiet time): its own work
+    con = memory_store
+    _call(con, 1, 1, "cudaLaunchKernel", 0, 5, tid=11)
+    for k in range(6):
+        _call(con, 1, 10 + k, "cudaEventQuery", -180 + 200 * k, 2 + 200 * k, tid=12)
+    _call(con, 1, 2, "cudaLaunchKernel", 1005, 1010, tid=11)
+    g = build_graph(con, [1])
+    kinds, corr = g.ops["kind"].to_numpy(), g.ops["correlation_id"].to_numpy()
+    resumed = int(np.flatnonzero((kinds == 0) & (corr == 2))[0])
+    assert g.ops["tid"].iat[int(g.pred[resumed, 0])] == 11
+
+
 def _need_traces():
     if not TRACES.exists():
         pytest.skip(f"real traces not present at {TRACES}")
@@ -147,6 +194,10 @@ def test_dlrm_critical_path_tiles_each_rank_step():
         assert path_summary(g, path)["length_ns"] == e - s
         assert all(a["end_ns"] == b["start_ns"] for a, b in zip(path, path[1:]))  # contiguous
         crossing += len({int(g.ops["capture_id"].iat[x["op"]]) for x in path if x["op"] is not None}) > 1
+        # backward() hands the step to the autograd engine's thread and waits: the path runs through both threads
+        threads = {int(g.ops["tid"].iat[x["op"]]) for x in path
+                   if x["op"] is not None and g.kinds[x["op"]] == 0 and g.ops["capture_id"].iat[x["op"]] == cid}
+        assert len(threads) == 2
     assert crossing >= 1  # ranks waiting at a collective: their paths run into the last rank's
 
 

@@ -4,7 +4,12 @@ An operation is a CUDA API call on a host thread or a GPU operation (kernel, cop
 (each an edge with a lag, ns):
 
 * ``host``: the previous call on its thread to end, then the thread's own work between the two calls (the lag,
-  kept as the host's work); a call nested in another waits for the outer call's start;
+  kept as the host's work); a call nested in another waits for the outer call's start; at a **handoff** (a thread
+  that went quiet while another thread of its process ran a burst of calls filling most of the quiet time, as the
+  caller of PyTorch's ``backward()`` waits while the autograd engine's device thread runs the backward pass, a
+  burst with quiet time of that thread either side, no third thread's call between the two) the burst's first call
+  waits for the quiet thread's last call, and the quiet thread's next call for the burst's last
+  call (:func:`_handoff_edges`);
 * ``launch``: the call that launched it (correlation id) to start, then the launch latency;
 * ``stream``: the previous operation on its stream to end;
 * ``cross``: an operation on another stream of its device to end. Recorded event waits (``cudaStreamWaitEvent``)
@@ -48,6 +53,12 @@ EDGE_KINDS = ("host", "launch", "stream", "cross")
 CROSS_WINDOW_NS = 10_000
 #: ... when the wait it leaves unexplained otherwise is at least this long, ns.
 CROSS_MIN_UNEXPLAINED_NS = 5_000
+#: A thread quiet for at least this long between two CUDA calls may have handed its work to another thread, ns ...
+HANDOFF_MIN_GAP_NS = 200_000
+#: ... when one other thread of its process made a burst of calls that began after it went quiet, ended before it
+#: resumed, spans at least this share of the quiet time (the handoffs either side of it take the rest) and has as
+#: long a quiet time before and after it.
+HANDOFF_COVER = 0.75
 #: A blocking call that returned within this long after a GPU operation of its process ended waited for it, ns.
 RETURN_TOL_NS = 50_000
 #: The quantile of a capture's recorded launch and stream lags taken as the typical (unavoidable) lag.
@@ -121,6 +132,7 @@ def build_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
                       group=np.full(n, -1, np.int64), group_lag=np.zeros(n, np.int64), offsets=offsets, t0=t0)
     if n:
         _host_edges(graph)
+        _handoff_edges(graph)
         _launch_and_stream_edges(graph)
         _choose_binding(graph)
         _cross_edges(graph)
@@ -197,12 +209,67 @@ def _host_edges(g: StepGraph) -> None:
     g.lag[idx[has], 0] = start[has] - ref
 
 
+def _handoff_edges(g: StepGraph) -> None:
+    """Slot 0 across threads at a handoff (module docstring): the burst's first call waits for the quiet thread's
+    last call before it, the quiet thread's next call for the burst's last call, each after the host work between
+    them. Top-level calls only; of several threads that qualify, the one whose burst spans the most of the gap."""
+    ops = g.ops
+    top = np.flatnonzero((g.kinds == HOST) & ~g.from_start[:, 0])
+    if not len(top):
+        return
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    frame = ops.iloc[top][["capture_id", "pid", "tid"]].assign(op=top, start=starts[top])
+    tid_of = ops["tid"].fillna(-1).to_numpy(np.int64)
+    for _process, calls in frame.groupby(["capture_id", "pid"], dropna=False, sort=False):
+        threads = [c.sort_values("start")["op"].to_numpy(np.int64) for _t, c in calls.groupby("tid", dropna=False)]
+        if len(threads) < 2:
+            continue
+        p_ops = calls.sort_values("start")["op"].to_numpy(np.int64)
+        p_start = starts[p_ops]
+        for t, mine in enumerate(threads):  # vectorized over the thread's gaps, a loop over the other threads
+            k = np.flatnonzero(starts[mine[1:]] - ends[mine[:-1]] >= HANDOFF_MIN_GAP_NS)
+            if not len(k):
+                continue
+            lo, hi = ends[mine[k]], starts[mine[k + 1]]
+            best = np.full(len(k), -1, np.int64)
+            first, last = np.full(len(k), -1, np.int64), np.full(len(k), -1, np.int64)
+            for u, theirs in enumerate(threads):
+                if u == t:
+                    continue
+                s_u, e_u = starts[theirs], ends[theirs]
+                a = np.searchsorted(s_u, lo, "right")  # the first call after the thread went quiet
+                z = np.searchsorted(e_u, hi, "right")  # past the last call ended by its resumption
+                ok = z > a
+                a_, z_ = np.minimum(a, len(theirs) - 1), np.maximum(z - 1, 0)
+                # an island: the other thread quiet as long before its burst and after it (a thread that makes
+                # calls all along is doing its own work)
+                before = s_u[a_] - np.where(a > 0, e_u[np.maximum(a - 1, 0)], -(2 ** 62))
+                after = np.where(z < len(theirs), s_u[np.minimum(z, len(theirs) - 1)], 2 ** 62) - e_u[z_]
+                span = e_u[z_] - s_u[a_]
+                ok &= (np.minimum(before, after) >= HANDOFF_MIN_GAP_NS) & (span >= HANDOFF_COVER * (hi - lo))
+                ok &= span > best
+                best = np.where(ok, span, best)
+                first, last = np.where(ok, theirs[a_], first), np.where(ok, theirs[z_], last)
+            has = best >= 0
+            # a direct handoff: no third thread's call starts in either window (the NCCL watchdog's queries,
+            # quiet for long and as likely to hold a burst within its quiet time, pass control to nobody)
+            for n in np.flatnonzero(has):
+                for w_lo, w_hi in ((ends[mine[k[n]]], starts[first[n]]), (ends[last[n]], starts[mine[k[n] + 1]])):
+                    between = p_ops[np.searchsorted(p_start, w_lo, "left"):np.searchsorted(p_start, w_hi, "right")]
+                    if np.isin(tid_of[between], [tid_of[mine[0]], tid_of[first[n]]], invert=True).any():
+                        has[n] = False
+            for op, pred in ((first[has], mine[k][has]), (mine[k + 1][has], last[has])):
+                g.pred[op, 0], g.from_start[op, 0], g.lag[op, 0] = pred, False, starts[op] - ends[pred]
+
+
 def _launch_and_stream_edges(g: StepGraph) -> None:
     import pandas as pd
 
     ops = g.ops
     gpu = ops[ops["kind"] != HOST]
     host = ops[(ops["kind"] == HOST) & ops["correlation_id"].notna()]
+    if not len(gpu):  # host calls alone: nothing launched in the span
+        return
     # slot 1: the launching call (same capture, process and correlation id)
     calls = pd.DataFrame({"capture_id": host["capture_id"], "pid": host["pid"],
                           "correlation_id": host["correlation_id"], "call": host.index})
