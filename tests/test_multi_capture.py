@@ -243,3 +243,63 @@ def test_reports_show_the_combined_view(ranks):
     assert 'id="across-captures"' in html and "nsu_v100_openacc.sqlite" in html
     single = workflow.analyze(ranks[:1])
     assert "Across" not in render(single, "md") and 'id="across-captures"' not in render(single, "html")
+
+
+DLRM = TRACES / "kineto" / "dlrm_8rank"
+KINETO_TABLES = ("captures", "kernels", "api_calls", "cpu_ops", "memcpys", "memsets", "syncs", "nvtx_ranges",
+                 "collectives", "capture_distributed", "kernel_occupancy", "gpus", "capture_missing", "ingest_notes")
+
+
+def _settings(con) -> dict:
+    # memory_limit comes back as rounded text ('18.8 GiB'), which a reader's restore sets as such: left out
+    return {n: con.execute(f"select current_setting('{n}')").fetchone()[0] for n in ("preserve_insertion_order",)}
+
+
+def test_small_pytorch_traces_ingested_in_threads_equal_one_at_a_time(tmp_path):
+    ranks = sorted(DLRM.glob("*.json.gz"))
+    if len(ranks) != 8:
+        pytest.skip(f"the DLRM ranks are not at {DLRM}")
+    items = [(i + 1, p) for i, p in enumerate(ranks)]
+    contents, threaded = {}, []
+    real = parallel_ingest.ingest_in_threads
+    for workers in (1, 2):
+        target = tmp_path / f"t{workers}.duckdb"
+
+        def build(con, workers=workers):
+            before = _settings(con)
+            parallel_ingest.ingest_many(con, items, work_dir=tmp_path, max_workers=workers)
+            assert _settings(con) == before  # the readers' own settings do not outlive the threads
+
+        parallel_ingest.ingest_in_threads = lambda *a, **k: (threaded.append(a[2]), real(*a, **k))[1]
+        try:
+            store_cache.build_store(target, build)
+        finally:
+            parallel_ingest.ingest_in_threads = real
+        con = connect(target, read_only=True)
+        try:
+            contents[workers] = {t: con.execute(f"select * exclude (ingested_at) from {t} order by all" if t ==
+                                                "captures" else f"select * from {t} order by all").fetchall()
+                                 for t in KINETO_TABLES}
+        finally:
+            con.close()
+    assert threaded == [2]  # one worker: one at a time; two: threads
+    assert contents[1] == contents[2]
+    assert len(contents[2]["kernels"]) > 8 * 200 and len(contents[2]["captures"]) == 8
+
+
+def test_a_bad_trace_among_threaded_ones_is_the_first_bad_one_in_order(tmp_path):
+    ranks = sorted(DLRM.glob("*.json.gz"))
+    if len(ranks) != 8:
+        pytest.skip(f"the DLRM ranks are not at {DLRM}")
+    first_bad, second_bad = tmp_path / "rank2.json", tmp_path / "rank3.json"
+    for bad in (first_bad, second_bad):
+        bad.write_text('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "x"')
+    items = [(1, ranks[0]), (2, first_bad), (3, second_bad), (4, ranks[1])]
+    con = connect(None)
+    before = _settings(con)
+    try:
+        with pytest.raises(InputError, match="rank2.json"):
+            parallel_ingest.ingest_many(con, items, work_dir=tmp_path, max_workers=2)
+        assert _settings(con) == before
+    finally:
+        con.close()
