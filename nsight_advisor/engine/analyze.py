@@ -116,7 +116,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.rule_checks import RuleChecks, shared_reads
     from nsight_advisor.analysis.shared_views import materialize_shared
     from nsight_advisor.analysis.summary import build_summary
-    from nsight_advisor.engine.whatif import MAX_ANALYSIS_OPS, attach_savings, graph_candidates, step_model
+    from nsight_advisor.engine.whatif import (MAX_ANALYSIS_OPS, MAX_ANALYSIS_STEPS, attach_savings, graph_candidates,
+                                              step_model)
     from nsight_advisor.common.progress import Progress
 
     time_limit_s = time_limit_s or DEFAULT_TIME_LIMIT_S
@@ -147,7 +148,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     mark_paced(findings, pacing)
     findings, accounts = settle_impacts(con, captures, findings)
     reword_paced(findings, pacing)
-    model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS)
+    model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS)
     savings = attach_savings(con, capture_ids, findings, model=model)
     if savings["captures"]:
         summary["savings"] = savings

@@ -25,8 +25,15 @@ if TYPE_CHECKING:
     from nsight_advisor.engine.model import Finding
 
 #: In an analysis, a capture's steps are replayed up to this many operations (its middle steps; the savings are
-#: scaled to all its steps): a replay runs about a million operations a second, and each finding replays once.
-MAX_ANALYSIS_OPS = 1_000_000
+#: scaled to all its steps): a replay runs about a million operations a second, each finding replays once, and
+#: the graph costs about 6 us an operation to build (the 1M-kernel export's 1M operations: 6.2 s to build, 9 s
+#: of replays, more than the rest of its cold analyze together).
+MAX_ANALYSIS_OPS = 250_000
+#: ... and at most this many steps: steady steps are alike, and a few hundred of them average out step-to-step
+#: noise about as well as thousands do (the 1M-kernel replay export, 8,148 steps: the savings of its 256 middle
+#: steps, scaled, are within 0.01% (low-tensor-core-use) and 1.3% (sync-stall) of those of 3,031 steps; 64 steps
+#: were 12.5% off on sync-stall, whose waits vary over longer stretches).
+MAX_ANALYSIS_STEPS = 256
 #: In an analysis, the findings' replays together run at most this many operations (findings in rank order; the
 #: rest keep saving_ns None and ``summary.savings.findings_not_replayed`` counts them): each finding replays the
 #: whole graph, so a job's cost grew with ranks squared (64 DLRM ranks: 761 findings x 51k operations, 116 of
@@ -67,20 +74,25 @@ def capture_steps(con: duckdb.DuckDBPyConnection, capture_id: int) -> tuple[list
 
 
 def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
-               max_ops: int | None = None) -> StepModel | None:
+               max_ops: int | None = None, max_steps: int | None = None) -> StepModel | None:
     """The step graph of those of ``capture_ids`` that have steps, one graph for all (ranks of a job meet at their
-    collectives); None when none has steps. ``max_ops``: a capture whose steps hold more GPU operations and CUDA
-    calls than this keeps only that many operations' worth of its middle steps (``StepModel.kept``)."""
+    collectives); None when none has steps. ``max_steps``: a capture keeps at most this many of its middle steps;
+    ``max_ops``: and a capture whose kept steps hold more GPU operations and CUDA calls than this keeps only that
+    many operations' worth of them (``StepModel.kept``)."""
     found = {int(c): capture_steps(con, int(c)) for c in capture_ids}
     found = {c: v for c, v in found.items() if v}
     if not found:
         return None
     kept = {c: (len(v[0]), len(v[0])) for c, v in found.items()}
-    if max_ops:
+    if max_ops or max_steps:
         for c, (spans, source) in list(found.items()):
-            ops = _op_count(con, c, spans[0][0], spans[-1][1])
-            if ops > max_ops:
-                keep = max(1, len(spans) * max_ops // ops)
+            keep = min(len(spans), max_steps or len(spans))
+            if max_ops:
+                first = (len(spans) - keep) // 2
+                ops = _op_count(con, c, spans[first][0], spans[first + keep - 1][1])
+                if ops > max_ops:
+                    keep = max(1, keep * max_ops // ops)
+            if keep < len(spans):
                 first = (len(spans) - keep) // 2
                 found[c] = (spans[first:first + keep], source)
                 kept[c] = (keep, len(spans))
@@ -161,7 +173,7 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     from nsight_advisor.engine.path_share import step_paths
 
     if model is True:  # none given: build it
-        model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS)
+        model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS)
     if not isinstance(model, StepModel):
         return {"captures": [], "steps": 0, "findings": 0}
     before = model.durations()
@@ -289,16 +301,27 @@ def _idle_fix(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
         return None
     g = model.graph
     offset = g.clock(f.capture_id, 0)
-    gaps = sql_params.execute(con, """
-        select start_ns, end_ns, cause from gpu_idle_gaps
-        where capture_id = $cid and device_id = $dev and cause in (select unnest($causes::varchar[]))
-          and position = 'between' order by start_ns""",
-                              {"cid": f.capture_id, "dev": f.device_id, "causes": causes}).fetchall()
+    mine = g.ops["capture_id"].to_numpy() == f.capture_id
+    if not mine.any():
+        return None
     # the finding's own gaps: a rule claims the longest of its causes (gpu-idle-gap those of 1 ms or more), so the
-    # longest ones until they hold its impact
-    gaps.sort(key=lambda r: r[0] - r[1])
-    lengths = np.cumsum([e - s for s, e, _c in gaps])
-    gaps = sorted(gap for gap, total in zip(gaps, lengths) if total - (gap[1] - gap[0]) < f.impact_ns)
+    # longest ones until they hold its impact (ties: the earlier first); of those, the ones the graph's steps meet
+    # (a gap outside them holds none of its operations), chosen in SQL: a long capture has a million gaps
+    gaps = sql_params.execute(con, """
+        with g as (
+            select start_ns, end_ns, cause, end_ns - start_ns as d from gpu_idle_gaps
+            where capture_id = $cid and device_id = $dev and cause in (select unnest($causes::varchar[]))
+              and position = 'between'
+        ),
+        held as (
+            select *, sum(d) over (order by d desc, start_ns rows unbounded preceding) as total from g
+        )
+        select start_ns, end_ns, cause from held
+        where total - d < $impact and end_ns >= $lo and start_ns <= $hi
+        order by start_ns""",
+                              {"cid": f.capture_id, "dev": f.device_id, "causes": causes, "impact": int(f.impact_ns),
+                               "lo": int(g.ops["start_ns"].to_numpy(np.int64)[mine].min()) - offset,
+                               "hi": int(g.ops["end_ns"].to_numpy(np.int64)[mine].max()) - offset}).fetchall()
     if not gaps:
         return None
     lo = np.array([s + offset for s, _e, _c in gaps], np.int64)
