@@ -236,6 +236,44 @@ def test_a_capped_model_replays_its_middle_steps():
     # the middle steps kept are the same steps, with the same durations
     middle = (total - kept) // 2
     assert capped.durations()[ids[0]] == full.durations()[ids[0]][middle:middle + kept]
+    # a cap on steps alone keeps that many middle steps; with a cap on operations too, the smaller wins
+    con, ids = workflow.load([TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"])
+    try:
+        four = step_model(con, ids, max_steps=4)
+        both = step_model(con, ids, max_steps=4, max_ops=1500)
+    finally:
+        con.close()
+    assert four.kept[ids[0]] == (4, 10)
+    assert four.durations()[ids[0]] == full.durations()[ids[0]][3:7]
+    assert both.kept[ids[0]][0] == min(4, kept)
+
+
+def test_a_replay_from_the_first_change_equals_a_whole_replay():
+    # the what-if replays only from the first operation it changes (critical_path._prepared): the same times as a
+    # replay of the whole graph, which a graph copy without the kept unchanged replay does
+    _need_traces()
+    import dataclasses
+
+    from nsight_advisor import workflow
+    from nsight_advisor.analysis.critical_path import replay
+    from nsight_advisor.engine.whatif import step_model
+
+    con, ids = workflow.load([TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"])
+    try:
+        model = step_model(con, ids)
+    finally:
+        con.close()
+    g = model.graph
+    kernels = np.flatnonzero(g.kinds == 1)
+    scale = np.ones(len(g))
+    scale[kernels[len(kernels) // 2:]] = 0.5  # the second half of the kernels twice as fast
+    lag = np.ones(len(g))
+    lag[len(g) // 3:] = 0.0  # the host work of the last two thirds removed
+    incremental = replay(g, own_scale=scale, host_lag_scale=lag)
+    whole = replay(dataclasses.replace(g), own_scale=scale, host_lag_scale=lag)
+    assert "_replay" in g.__dict__ and g.__dict__["_replay"]["base"] is not None
+    assert np.array_equal(incremental[0], whole[0]) and np.array_equal(incremental[1], whole[1])
+    assert not np.array_equal(whole[1], model.base[1])  # the change did change something
 
 
 def test_whatif_cli_json_and_bad_input(tmp_path):
