@@ -202,6 +202,11 @@ JSON_CASES = (
          b_kineto("deep_props", [b'{"deviceProperties": [', (b'{"a": ', _DEEP), b"0", (b"}", _DEEP),
                                  b'], "traceEvents": []}'], words=("nested",), memory=True), "rejected",
          timeout_s=60),
+    Case("kineto-deep-event-args", "json-limits", "an event whose args is nested 200,000 arrays deep (400 KB), after "
+         "500 good events", b_kineto("deep_event", [b'{"traceEvents": [', (_EVENT + b",", 500),
+                                                    b'{"ph": "X", "name": "deep", "args": {"x": ', (b"[", _DEEP),
+                                                    (b"]", _DEEP), b"}}]}"], words=("nested deeper than 64",),
+                                                   memory=True), "rejected", timeout_s=60),
     Case("kineto-header-long-integer", "json-limits", "schemaVersion an integer of 5,000 digits",
          b_kineto("long_int", [b'{"schemaVersion": ', b"9" * 5000, b', "traceEvents": []}'], words=("digits",)),
          "rejected", timeout_s=60),
@@ -872,7 +877,8 @@ def limits_section() -> list[str]:
         f"- **PyTorch (Kineto) traces**, header and events alike: one JSON value (an event, a header member, a string) "
         f"of at most {js.MAX_VALUE_CHARS:,} characters; numbers within 1e{js.MAX_EXPONENT} (fractions kept to 60 "
         f"significant digits); whole numbers of at most 4,300 digits (Python's limit); header members nested at most "
-        f"{js.MAX_HEADER_DEPTH} levels, events as deep as the scanner's recursion allows (Python's limit of 1,000 less the reader's own calls). Space between "
+        f"{js.MAX_HEADER_DEPTH} levels, any other value (an event is level 1, its `args` level 2) at most "
+        f"{js.MAX_VALUE_DEPTH} levels. Space between "
         f"values is dropped as it is read, so it costs time in proportion to its length and no memory.",
         f"- **Rule and configuration files** (rule.toml, query.sql, cases.toml, judge.py, the config given or found): "
         f"regular files of at most {regular_file.MAX_BYTES:,} bytes; a FIFO, socket or device is refused, not read.",

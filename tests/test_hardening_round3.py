@@ -100,7 +100,8 @@ def _limit(text: str, key: str = "traceEvents"):
 @pytest.mark.parametrize("text, words", [
     ('{"traceEvents": [{"ts": 1e999990}]}', "beyond 1e308"),
     ('{"traceEvents": [{"pid": ' + "9" * 5000 + "}]}", "4,300 digits"),
-    ('{"traceEvents": [' + "[" * 5000 + "]" * 5000 + "]}", "nested too deeply"),
+    ('{"traceEvents": [' + "[" * 5000 + "]" * 5000 + "]}", "nested deeper than 64 levels"),
+        ('{"traceEvents": [{"args": ' + "[" * 64 + "]" * 64 + "}]}", "nested deeper than 64 levels"),
 ])
 def test_the_reader_refuses_values_past_its_limits(text, words):
     with pytest.raises(json_stream.JSONLimit, match=words):

@@ -59,7 +59,8 @@ REQUIRED_KINDS = {
     "1 links in the cache folder": ["cache-store-link-to-capture", "cache-store-link-to-notes", "cache-results-link",
                                     "cache-secret-planted"],
     "2-5, 11 Kineto JSON past the reader's limits": [
-        "kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-header-long-integer",
+        "kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-deep-event-args",
+        "kineto-header-long-integer",
         "kineto-event-long-integer", "kineto-header-gib-string", "kineto-huge-exponents",
         "kineto-gib-space-between-events", "kineto-gib-member-after-events"],
     "6 -o naming an input the run reads": ["output-is-config", "output-is-rule-file", "output-is-found-config"],
@@ -79,7 +80,8 @@ REQUIRED_KINDS = {
 }
 
 #: The round-three cases whose runs are held to a 2 GB address space (RLIMIT_AS): the memory cases.
-MEMORY_CASES = {"kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-header-gib-string",
+MEMORY_CASES = {"kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-deep-event-args",
+                "kineto-header-gib-string",
                 "kineto-gib-space-between-events", "kineto-gib-member-after-events"}
 
 
