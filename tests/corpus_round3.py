@@ -84,6 +84,46 @@ def b_cache_secret_planted(folder: Path) -> Setup:
                  error_words=["not this user's private file"])
 
 
+def b_cache_folder_open_to_others(folder: Path) -> Setup:
+    """The cache folder of this user, made before with mode 0777: the run makes it 0700 (names carry the secret)."""
+    capture = _copy(MOCK, folder)
+    cache = folder.parent / "cache"
+    cache.mkdir(exist_ok=True)
+    cache.chmod(0o777)
+    setup = Setup(args=[str(capture)], names=[capture.name], watched=[capture])
+
+    def private(run: Run) -> list[str]:
+        mode = cache.stat().st_mode & 0o7777
+        return [] if mode == 0o700 else [f"the cache folder is still mode {mode:o}"]
+
+    setup.after = private
+    return setup
+
+
+def b_cache_folder_of_another_user(via_link: bool) -> callable:
+    """NSIGHT_ADVISOR_CACHE names a folder (mode 0777) of another user, or a link of this user's to one: refused,
+    nothing written into it."""
+    def build(folder: Path) -> Setup:
+        if os.geteuid() != 0:
+            raise Unavailable("making a folder of another user needs root (chown)")
+        capture = _copy(MOCK, folder)
+        theirs = folder.parent / "theirs"
+        theirs.mkdir(mode=0o777)
+        theirs.chmod(0o777)
+        os.chown(theirs, 54321, 54321)
+        given = theirs
+        if via_link:
+            given = folder.parent / "my-cache"
+            given.symlink_to(theirs, target_is_directory=True)
+        setup = Setup(args=[str(capture)], names=[given.name], watched=[capture, theirs],
+                      error_words=["a folder of another user"], env={"NSIGHT_ADVISOR_CACHE": str(given)})
+        setup.after = lambda run: [f"the run wrote {sorted(p.name for p in theirs.iterdir())[:3]} into the other "
+                                   "user's folder"] if any(theirs.iterdir()) else []
+        return setup
+
+    return build
+
+
 CACHE_CASES = (
     Case("cache-store-link-to-capture", "cache-links", "the cached store replaced by a symlink to the capture, its "
          "lock by a symlink to a notes file; analyze --no-cache", b_cache_link_to("capture"), "analyzed",
@@ -94,6 +134,12 @@ CACHE_CASES = (
          b_cache_results_link, "analyzed", sources=(MOCK,)),
     Case("cache-secret-planted", "cache-links", "the cache's key secret planted as a symlink (a known secret)",
          b_cache_secret_planted, "rejected", sources=(MOCK,)),
+    Case("cache-folder-open-to-others", "cache-links", "the user's own cache folder made before with mode 0777: "
+         "analyzed, the folder 0700 afterwards", b_cache_folder_open_to_others, "analyzed", sources=(MOCK,)),
+    Case("cache-folder-of-another-user", "cache-links", "NSIGHT_ADVISOR_CACHE names another user's folder (0777)",
+         b_cache_folder_of_another_user(False), "rejected", sources=(MOCK,)),
+    Case("cache-folder-link-to-another-user", "cache-links", "NSIGHT_ADVISOR_CACHE is the user's link to another "
+         "user's folder (0777)", b_cache_folder_of_another_user(True), "rejected", sources=(MOCK,)),
 )
 
 
@@ -885,7 +931,8 @@ def limits_section() -> list[str]:
         "- **`-o`** may not name any file the run reads: the captures, `--store`, `--baseline`, the configuration "
         f"(given, or ./nsight-advisor.toml and ./pyproject.toml found) and every file under the rule folders (at most "
         f"{run_inputs.MAX_RULE_FILES:,} a folder are looked at).",
-        "- **The cache folder** is created private (0700); its entries (stores, locks, kept results) are never "
+        "- **The cache folder** is created private (0700); one that exists loses group and other access (its owner's "
+        "bits stay), and one of another user, or a link to one, is refused; its entries (stores, locks, kept results) are never "
         "followed through a symbolic link (a link there is replaced as a link); cache names carry a secret of the "
         "user's (`secret-UID`, 0600, in the cache folder), and a secret file that is a link, another user's or "
         "readable by others is refused.",

@@ -57,7 +57,8 @@ REQUIRED_KINDS = {
                          "kernels-without-device-id", "path-symlink-loop", "config-is-directory", "csv-utf16"],
     # round three (issue 26), one entry per class of its list
     "1 links in the cache folder": ["cache-store-link-to-capture", "cache-store-link-to-notes", "cache-results-link",
-                                    "cache-secret-planted"],
+                                    "cache-secret-planted", "cache-folder-open-to-others",
+                                    "cache-folder-of-another-user", "cache-folder-link-to-another-user"],
     "2-5, 11 Kineto JSON past the reader's limits": [
         "kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-deep-event-args",
         "kineto-header-long-integer",
