@@ -9,7 +9,8 @@ are submitted ahead of the merge, so finished results do not pile up in the obje
 A task whose worker process dies (killed, out of memory, its node lost) is rerun by Ray up to
 ``max_retries`` times; ingesting a capture has no side effect outside the task's temporary folder, so a rerun
 gives the same tables. A capture that cannot be read is an answer, not a failure: it is not retried, the
-remaining tasks are cancelled and the run stops with that capture's one-line reason.
+remaining tasks are cancelled and the run stops with that capture's one-line reason. A cluster that stops under
+the run (``ray stop``, a lost head) stops it too, with one line naming the capture under way and the cluster.
 """
 
 from __future__ import annotations
