@@ -2444,6 +2444,9 @@ def _message(run: Run) -> str:
     # what changes from run to run (a pid, a cache key) would make the generated doc churn
     text = re.sub(r"process \d+", "process PID", text)
     text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
+    # which of Ray's errors reaches the driver first when a cluster stops depends on the timing
+    text = re.sub(r"(stopped or failed while ingesting it) \(.*\)(; see the cluster's logs)", r"\1 (RAY'S ERROR)\2",
+                  text)
     return re.sub(r"\b[0-9a-f]{16}-[0-9a-f]{16}\b", "KEY", text)
 
 
@@ -2503,7 +2506,7 @@ GROUPS = {
                       "nan/inf/negative",
     "special-files": "round three: FIFOs and devices where a rule or case file belongs, non-UTF-8 names",
     "terminal": "round three: terminal escapes in compare and rules output, closed stdout, compare's helper",
-    "ray-address": "round three: --ray-address at a service that is not Ray",
+    "ray-address": "round three: --ray-address at a service that is not Ray, and a Ray cluster stopped mid-run",
 }
 
 

@@ -7,11 +7,12 @@ limit (``Setup.address_space_bytes``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
 
-from corpus import MOCK, Case, Run, Setup, Unavailable, _cli, _copy, _rule_folder
+from corpus import MOCK, TRACES, Case, Run, Setup, Unavailable, _cli, _copy, _rule_folder
 
 #: The address-space limit of the memory cases: a run that held a long member or a deep nest whole would need more.
 TWO_GB = 2 << 30
@@ -83,6 +84,46 @@ def b_cache_secret_planted(folder: Path) -> Setup:
                  error_words=["not this user's private file"])
 
 
+def b_cache_folder_open_to_others(folder: Path) -> Setup:
+    """The cache folder of this user, made before with mode 0777: the run makes it 0700 (names carry the secret)."""
+    capture = _copy(MOCK, folder)
+    cache = folder.parent / "cache"
+    cache.mkdir(exist_ok=True)
+    cache.chmod(0o777)
+    setup = Setup(args=[str(capture)], names=[capture.name], watched=[capture])
+
+    def private(run: Run) -> list[str]:
+        mode = cache.stat().st_mode & 0o7777
+        return [] if mode == 0o700 else [f"the cache folder is still mode {mode:o}"]
+
+    setup.after = private
+    return setup
+
+
+def b_cache_folder_of_another_user(via_link: bool) -> callable:
+    """NSIGHT_ADVISOR_CACHE names a folder (mode 0777) of another user, or a link of this user's to one: refused,
+    nothing written into it."""
+    def build(folder: Path) -> Setup:
+        if os.geteuid() != 0:
+            raise Unavailable("making a folder of another user needs root (chown)")
+        capture = _copy(MOCK, folder)
+        theirs = folder.parent / "theirs"
+        theirs.mkdir(mode=0o777)
+        theirs.chmod(0o777)
+        os.chown(theirs, 54321, 54321)
+        given = theirs
+        if via_link:
+            given = folder.parent / "my-cache"
+            given.symlink_to(theirs, target_is_directory=True)
+        setup = Setup(args=[str(capture)], names=[given.name], watched=[capture, theirs],
+                      error_words=["a folder of another user"], env={"NSIGHT_ADVISOR_CACHE": str(given)})
+        setup.after = lambda run: [f"the run wrote {sorted(p.name for p in theirs.iterdir())[:3]} into the other "
+                                   "user's folder"] if any(theirs.iterdir()) else []
+        return setup
+
+    return build
+
+
 CACHE_CASES = (
     Case("cache-store-link-to-capture", "cache-links", "the cached store replaced by a symlink to the capture, its "
          "lock by a symlink to a notes file; analyze --no-cache", b_cache_link_to("capture"), "analyzed",
@@ -93,6 +134,12 @@ CACHE_CASES = (
          b_cache_results_link, "analyzed", sources=(MOCK,)),
     Case("cache-secret-planted", "cache-links", "the cache's key secret planted as a symlink (a known secret)",
          b_cache_secret_planted, "rejected", sources=(MOCK,)),
+    Case("cache-folder-open-to-others", "cache-links", "the user's own cache folder made before with mode 0777: "
+         "analyzed, the folder 0700 afterwards", b_cache_folder_open_to_others, "analyzed", sources=(MOCK,)),
+    Case("cache-folder-of-another-user", "cache-links", "NSIGHT_ADVISOR_CACHE names another user's folder (0777)",
+         b_cache_folder_of_another_user(False), "rejected", sources=(MOCK,)),
+    Case("cache-folder-link-to-another-user", "cache-links", "NSIGHT_ADVISOR_CACHE is the user's link to another "
+         "user's folder (0777)", b_cache_folder_of_another_user(True), "rejected", sources=(MOCK,)),
 )
 
 
@@ -201,6 +248,11 @@ JSON_CASES = (
          b_kineto("deep_props", [b'{"deviceProperties": [', (b'{"a": ', _DEEP), b"0", (b"}", _DEEP),
                                  b'], "traceEvents": []}'], words=("nested",), memory=True), "rejected",
          timeout_s=60),
+    Case("kineto-deep-event-args", "json-limits", "an event whose args is nested 200,000 arrays deep (400 KB), after "
+         "500 good events", b_kineto("deep_event", [b'{"traceEvents": [', (_EVENT + b",", 500),
+                                                    b'{"ph": "X", "name": "deep", "args": {"x": ', (b"[", _DEEP),
+                                                    (b"]", _DEEP), b"}}]}"], words=("nested deeper than 64",),
+                                                   memory=True), "rejected", timeout_s=60),
     Case("kineto-header-long-integer", "json-limits", "schemaVersion an integer of 5,000 digits",
          b_kineto("long_int", [b'{"schemaVersion": ', b"9" * 5000, b', "traceEvents": []}'], words=("digits",)),
          "rejected", timeout_s=60),
@@ -687,11 +739,163 @@ class _QuietHandler(__import__("http.server").server.BaseHTTPRequestHandler):
         pass
 
 
+def _process_group(pgid: int) -> list[tuple[int, str]]:
+    """The live processes of process group ``pgid`` (Linux /proc) with their first command-line word (Ray's workers
+    name themselves ``ray::TASK`` there while they run one)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append((int(entry.name), (entry / "cmdline").read_bytes().split(b"\0")[0].decode("utf-8",
+                                                                                                      "replace")))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def _environ_names(pid: int, needle: bytes) -> bool:
+    try:
+        return needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _wait_for_folder(folder: Path, deadline: float) -> None:
+    """Until a task's temporary folder (``nsa-capture-*``) has come and gone in ``folder``: its ingest is done."""
+    import time
+
+    seen = False
+    while time.monotonic() < deadline:
+        present = any(p.name.startswith("nsa-capture-") for p in folder.iterdir())
+        if seen and not present:
+            return
+        seen = seen or present
+        time.sleep(0.002)
+
+
+def b_ray_stopped(how: str) -> callable:
+    """A one-node Ray cluster of one CPU (``ray start --head --block`` in its own process group, so that it is
+    stopped by its process group and by nothing broader), stopped the moment its worker starts ingesting the first
+    of the 8 DLRM ranks: ``term`` sends SIGTERM to every Ray process as ``ray stop`` does; ``kill`` kills the raylet
+    first and the rest 2 s later, as ``ray stop --force`` does; ``late`` does what ``kill`` does once the worker has read the capture (its
+    temporary folder came and went), so that the worker fails inside Ray storing its result."""
+    def build(folder: Path) -> Setup:
+        import atexit
+        import importlib.util
+        import shutil
+        import signal
+        import socket
+        import subprocess
+        import tempfile
+        import threading
+        import time
+
+        if importlib.util.find_spec("ray") is None:
+            raise Unavailable("Ray is not installed")
+        if not sys.platform.startswith("linux"):
+            raise Unavailable("the case finds the cluster's processes through Linux's /proc")
+        ranks = sorted((TRACES / "kineto" / "dlrm_8rank").glob("*.pt.trace.json.gz"))
+        if len(ranks) != 8:
+            raise Unavailable("the 8 DLRM ranks are not present")
+        captures = [_copy(str(r.relative_to(TRACES)), folder) for r in ranks]
+        # Ray's socket paths must stay under 108 bytes: a short folder of /tmp, not the case's folder
+        home = Path(tempfile.mkdtemp(prefix="nsa-ray-", dir="/tmp"))
+        node_tmp = home / "node-tmp"  # the tasks' TMPDIR: what a killed worker leaves goes with the cluster's folder
+        node_tmp.mkdir()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log = home / "head.log"
+        with open(log, "wb") as out:
+            head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+                                     "--num-cpus=1", "--include-dashboard=false", f"--port={port}",
+                                     f"--temp-dir={home}", "--disable-usage-stats"], start_new_session=True,
+                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env={**os.environ, "TMPDIR": str(node_tmp)})
+
+        def stop_cluster() -> None:  # what is left of the cluster, by its own process group
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(head.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                head.wait(timeout=30)
+            shutil.rmtree(home, ignore_errors=True)
+
+        atexit.register(stop_cluster)  # whatever happens to the case, the cluster does not outlive the corpus
+        deadline = time.monotonic() + 90
+        while b"Ray runtime started" not in log.read_bytes():  # GCS and raylet are up and registered
+            if head.poll() is not None or time.monotonic() > deadline:
+                stop_cluster()
+                raise Unavailable(f"ray start --head failed: {log.read_bytes()[-300:].decode('utf-8', 'replace')}")
+            time.sleep(0.1)
+        stopped: dict[str, float] = {}
+
+        def stop_when_a_task_runs() -> None:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and head.poll() is None:
+                group = _process_group(head.pid)
+                if any(word.startswith("ray::capture_task") for _pid, word in group):
+                    if how == "late":  # the worker has read the capture and is handing its tables to Ray
+                        _wait_for_folder(node_tmp, deadline)
+                    stopped["at"] = time.monotonic()
+                    if how == "term":
+                        os.killpg(head.pid, signal.SIGTERM)
+                    else:
+                        for pid, word in group:
+                            if word.endswith("/raylet"):
+                                os.kill(pid, signal.SIGKILL)
+                        time.sleep(2)
+                        os.killpg(head.pid, signal.SIGKILL)
+                    return
+                time.sleep(0.05)
+
+        watcher = threading.Thread(target=stop_when_a_task_runs, daemon=True)
+        watcher.start()
+        setup = Setup(args=[*map(str, captures), "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"],
+                      names=[c.name for c in captures], watched=captures, error_words=["Ray cluster"])
+
+        def after(run: Run) -> list[str]:
+            watcher.join(timeout=130)
+            problems = [] if "at" in stopped else ["the run ended before the cluster was stopped under it"]
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                head.wait(timeout=20)  # SIGTERM: Ray's processes end by themselves (most of them)
+            left_tmp = sorted(p.name for p in node_tmp.iterdir()) if node_tmp.exists() else []
+            if how == "term" and left_tmp:  # a worker stopped by SIGTERM cleans up; SIGKILL cannot
+                problems.append(f"the stopped worker left {left_tmp[:3]} in the node's temporary folder")
+            stop_cluster()
+            atexit.unregister(stop_cluster)
+            cache = str(run.workdir / "cache").encode()
+            orphans = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                       if _environ_names(pid, b"NSIGHT_ADVISOR_CACHE=" + cache)]
+            if orphans:  # the driver (analyze) started them: they would run on after it
+                problems.append(f"processes of the run still alive after it ended: {orphans[:4]}")
+                for pid in orphans:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            return problems
+
+        setup.after = after
+        return setup
+
+    return build
+
+
 RAY_CASES = (
     Case("ray-address-http-server", "ray-address", "--ray-address at an HTTP server (Ray logged and retried for "
          "minutes)", b_not_ray("http"), "rejected", sources=(DLRM,), timeout_s=60),
     Case("ray-address-silent-listener", "ray-address", "--ray-address at a TCP listener that never answers (108 s, "
          "then a segfault)", b_not_ray("raw"), "rejected", sources=(DLRM,), timeout_s=60),
+    Case("ray-cluster-stopped", "ray-address", "the Ray cluster (one node, one CPU) stopped as `ray stop` does "
+         "(SIGTERM) the moment its worker starts ingesting the first of 8 ranks", b_ray_stopped("term"), "rejected",
+         sources=(DLRM,), timeout_s=120),
+    Case("ray-cluster-killed", "ray-address", "the Ray cluster's raylet killed the moment its worker starts "
+         "ingesting the first of 8 ranks, the rest of the cluster 2 s later (as `ray stop --force` does)",
+         b_ray_stopped("kill"), "rejected", sources=(DLRM,), timeout_s=120),
+    Case("ray-cluster-killed-storing", "ray-address", "the Ray cluster's raylet killed the moment its worker has "
+         "read the first rank and hands the tables to Ray, the rest 2 s later (Ray's own error inside the task, "
+         "`OSError: Broken pipe`, was an exit 3)", b_ray_stopped("late"), "rejected", sources=(DLRM,), timeout_s=120),
 )
 
 
@@ -719,14 +923,16 @@ def limits_section() -> list[str]:
         f"- **PyTorch (Kineto) traces**, header and events alike: one JSON value (an event, a header member, a string) "
         f"of at most {js.MAX_VALUE_CHARS:,} characters; numbers within 1e{js.MAX_EXPONENT} (fractions kept to 60 "
         f"significant digits); whole numbers of at most 4,300 digits (Python's limit); header members nested at most "
-        f"{js.MAX_HEADER_DEPTH} levels, events as deep as the scanner's recursion allows (Python's limit of 1,000 less the reader's own calls). Space between "
+        f"{js.MAX_HEADER_DEPTH} levels, any other value (an event is level 1, its `args` level 2) at most "
+        f"{js.MAX_VALUE_DEPTH} levels. Space between "
         f"values is dropped as it is read, so it costs time in proportion to its length and no memory.",
         f"- **Rule and configuration files** (rule.toml, query.sql, cases.toml, judge.py, the config given or found): "
         f"regular files of at most {regular_file.MAX_BYTES:,} bytes; a FIFO, socket or device is refused, not read.",
         "- **`-o`** may not name any file the run reads: the captures, `--store`, `--baseline`, the configuration "
         f"(given, or ./nsight-advisor.toml and ./pyproject.toml found) and every file under the rule folders (at most "
         f"{run_inputs.MAX_RULE_FILES:,} a folder are looked at).",
-        "- **The cache folder** is created private (0700); its entries (stores, locks, kept results) are never "
+        "- **The cache folder** is created private (0700); one that exists loses group and other access (its owner's "
+        "bits stay), and one of another user, or a link to one, is refused; its entries (stores, locks, kept results) are never "
         "followed through a symbolic link (a link there is replaced as a link); cache names carry a secret of the "
         "user's (`secret-UID`, 0600, in the cache folder), and a secret file that is a link, another user's or "
         "readable by others is refused.",

@@ -103,3 +103,67 @@ def test_a_task_whose_worker_died_more_often_than_retried_is_one_line():
         ray_ingest._get(FakeRay, object(), Path("/x/rank5.json"), retries=3)
     assert str(caught.value) == ("/x/rank5.json: the Ray worker ingesting it died 4 times (WorkerCrashedError); "
                                  "see the cluster's logs")
+
+
+
+class _FakeRayTaskError(Exception):
+    """What ray.get raises for a task's error: the task's traceback as text and the error it holds."""
+
+    def __init__(self, traceback_str: str, cause: BaseException):
+        super().__init__(traceback_str)
+        self.traceback_str, self.cause = traceback_str, cause
+
+
+class _FakeRayError(Exception):
+    pass
+
+
+class _FakeLocalRayletDiedError(_FakeRayError):
+    pass
+
+
+def _fake_ray(error: BaseException):
+    class FakeRay:
+        class exceptions:
+            WorkerCrashedError = type("WorkerCrashedError", (Exception,), {})
+            NodeDiedError = type("NodeDiedError", (Exception,), {})
+            ObjectLostError = type("ObjectLostError", (Exception,), {})
+            RayTaskError = _FakeRayTaskError
+            RayError = _FakeRayError
+
+        @staticmethod
+        def get(ref):
+            raise error
+
+    return FakeRay
+
+
+def test_a_cluster_stopped_under_a_running_task_is_one_line_naming_capture_and_cluster():
+    """Ray raises inside the task's worker when its raylet is gone (storing the result: OSError: Broken pipe) and
+    hands that back as the task's error: the cluster failed, not our code. The driver may see the raylet's death
+    first instead (another timing of the same stop). The corpus cases ray-cluster-stopped-* stop a real cluster."""
+    from nsight_advisor.store import ray_ingest
+    from nsight_advisor.common.errors import NsightAdvisorError
+
+    inside_ray = _FakeRayTaskError('\x1b[36mray::capture_task()\x1b[39m (pid=7, ip=10.0.0.1)\n  File '
+                                   '"python/ray/includes/common.pxi", line 89, in ray._raylet.check_status\n'
+                                   'OSError: Broken pipe', OSError("Broken pipe"))
+    with pytest.raises(NsightAdvisorError) as caught:
+        ray_ingest._get(_fake_ray(inside_ray), object(), Path("/x/rank5.json"), 3, "10.0.0.1:6379")
+    assert str(caught.value) == ("/x/rank5.json: the Ray cluster at 10.0.0.1:6379 stopped or failed while ingesting "
+                                 "it (OSError: Broken pipe); see the cluster's logs")
+    died = _FakeLocalRayletDiedError("The task's local raylet died. Check raylet.out for more information.")
+    with pytest.raises(NsightAdvisorError) as caught:
+        ray_ingest._get(_fake_ray(died), object(), Path("/x/rank5.json"), 3, "10.0.0.1:6379")
+    assert str(caught.value) == ("/x/rank5.json: the Ray cluster at 10.0.0.1:6379 stopped or failed while ingesting "
+                                 "it (_FakeLocalRayletDiedError: The task's local raylet died. Check raylet.out for "
+                                 "more information.); see the cluster's logs")
+
+
+def test_an_error_of_our_own_task_on_ray_stays_a_bug():
+    from nsight_advisor.store import ray_ingest
+
+    ours = _FakeRayTaskError('ray::capture_task()\n  File "/site-packages/nsight_advisor/ingest/kineto/trace.py", '
+                             'line 9, in read\nKeyError: \'ts\'', KeyError("ts"))
+    with pytest.raises(_FakeRayTaskError):
+        ray_ingest._get(_fake_ray(ours), object(), Path("/x/rank5.json"), 3, None)

@@ -100,7 +100,8 @@ def _limit(text: str, key: str = "traceEvents"):
 @pytest.mark.parametrize("text, words", [
     ('{"traceEvents": [{"ts": 1e999990}]}', "beyond 1e308"),
     ('{"traceEvents": [{"pid": ' + "9" * 5000 + "}]}", "4,300 digits"),
-    ('{"traceEvents": [' + "[" * 5000 + "]" * 5000 + "]}", "nested too deeply"),
+    ('{"traceEvents": [' + "[" * 5000 + "]" * 5000 + "]}", "nested deeper than 64 levels"),
+        ('{"traceEvents": [{"args": ' + "[" * 64 + "]" * 64 + "}]}", "nested deeper than 64 levels"),
 ])
 def test_the_reader_refuses_values_past_its_limits(text, words):
     with pytest.raises(json_stream.JSONLimit, match=words):
@@ -283,3 +284,80 @@ def test_quick_round_three_cases_end_to_end(case_id, tmp_path):
     assert not run.problems, f"{run.outcome}: {run.message}\n" + "\n".join(run.problems)
     if case_id == "kineto-deep-pg-config":
         assert run.setup.address_space_bytes == 2 << 30 and run.main.seconds < 30
+
+
+# --------------------------------------------------------------------------------------------------- cache folder
+
+
+def test_an_existing_cache_folder_of_this_user_is_made_private(tmp_path, monkeypatch):
+    """A cache folder made before (0755, 0775, 0777 with the sticky bit) loses group and other access on the next
+    run; the owner's bits stay (a read-only folder stays read-only)."""
+    for mode, after in ((0o755, 0o700), (0o777, 0o700), (0o1777, 0o700), (0o555, 0o500), (0o700, 0o700)):
+        folder = tmp_path / f"cache-{mode:o}"
+        folder.mkdir()
+        folder.chmod(mode)
+        cache_safety.secure_cache_dir(folder)
+        assert stat.S_IMODE(folder.stat().st_mode) == after, oct(mode)
+        folder.chmod(0o700)
+    monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(tmp_path / "shared-cache"))
+    (tmp_path / "shared-cache").mkdir(mode=0o777)
+    (tmp_path / "shared-cache").chmod(0o777)
+    cache_safety._secrets.pop(str(tmp_path / "shared-cache"), None)
+    capture = tmp_path / "cap.sqlite"
+    capture.write_bytes(b"x")
+    store_cache.cache_key([capture])  # what every cached analyze computes first
+    assert stat.S_IMODE((tmp_path / "shared-cache").stat().st_mode) == 0o700
+
+
+def test_a_link_to_a_folder_of_this_user_is_followed_and_made_private(tmp_path):
+    real = tmp_path / "scratch-cache"
+    real.mkdir(mode=0o755)
+    real.chmod(0o755)
+    link = tmp_path / "cache"
+    link.symlink_to(real, target_is_directory=True)
+    cache_safety.secure_cache_dir(link)
+    assert link.is_symlink() and stat.S_IMODE(real.stat().st_mode) == 0o700
+
+
+def _another_uid() -> int:
+    if os.geteuid() != 0:
+        pytest.skip("making a folder of another user needs root (chown)")
+    return 54321
+
+
+def test_a_cache_folder_of_another_user_is_refused_with_one_line(tmp_path):
+    """Directly and through a link: its owner could plant or swap entries; the folder is left as it is."""
+    uid = _another_uid()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, uid, uid)
+    with pytest.raises(InputError, match=rf"^{theirs}: the cache folder is a folder of another user \(uid {uid}\)"):
+        cache_safety.secure_cache_dir(theirs)
+    link = tmp_path / "cache"
+    link.symlink_to(theirs, target_is_directory=True)
+    with pytest.raises(InputError, match=rf"^{link}: the cache folder is a link to {theirs}, a folder of another "
+                                         rf"user \(uid {uid}\); give a cache folder of your own"):
+        cache_safety.secure_cache_dir(link)
+    assert stat.S_IMODE(theirs.stat().st_mode) == 0o755 and theirs.stat().st_uid == uid
+
+
+def test_analyze_with_a_cache_folder_of_another_user_is_exit_2(tmp_path):
+    """Through the CLI: one line, exit 2, no report, nothing written into the other user's folder."""
+    uid = _another_uid()
+    traces = REPO.parent / "shared" / "traces" / "nsys" / "nsys_ai_mock.sqlite"
+    if not traces.exists():
+        pytest.skip(f"real traces absent at {traces}")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o777)
+    theirs.chmod(0o777)
+    os.chown(theirs, uid, uid)
+    link = tmp_path / "cache-link"
+    link.symlink_to(theirs, target_is_directory=True)
+    for cache in (theirs, link):
+        out = tmp_path / "r.json"
+        proc = subprocess.run([sys.executable, "-m", "nsight_advisor", "analyze", str(traces), "-q", "-o", str(out)],
+                              capture_output=True, text=True, cwd=REPO, timeout=120,
+                              env={**os.environ, "NSIGHT_ADVISOR_CACHE": str(cache), "PYTHONPATH": str(REPO)})
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and "a folder of another user" in proc.stderr, proc.stderr
+        assert not out.exists() and list(theirs.iterdir()) == []

@@ -72,3 +72,39 @@ def test_empty_array_bom_and_members_after_it() -> None:
 def test_an_element_longer_than_the_window() -> None:
     big = '{"traceEvents": [{"name": "' + "k" * 300_000 + '"}, 1]}'
     assert _read(big.encode(), read_bytes=1000) == [{"name": "k" * 300_000}, 1]
+
+
+def _event_with_args_nested(depth: int, *, brackets_beside: int = 0) -> bytes:
+    """An event whose ``args`` is ``depth`` - 1 levels deep (the event level 1, ``args`` level 2); ``brackets_beside``
+    shallow lists beside it (many brackets, no depth)."""
+    inner = "[" * (depth - 2) + "1" + "]" * (depth - 2)
+    beside = ", ".join("[1]" for _ in range(brackets_beside))
+    return (f'{{"traceEvents": [{{"ph": "X", "beside": [{beside}]}}, '
+            f'{{"ph": "X", "args": {{"x": {inner}}}}}]}}').encode()
+
+
+@pytest.mark.parametrize("read_bytes", [7, 1 << 20])
+def test_events_nested_up_to_the_limit_are_read_and_deeper_is_refused(read_bytes: int) -> None:
+    """MAX_VALUE_DEPTH (64) is a policy: an event of 64 levels is read, one of 65 is refused, naming where."""
+    from nsight_advisor.ingest.kineto.json_stream import MAX_VALUE_DEPTH, JSONLimit
+
+    assert MAX_VALUE_DEPTH == 64
+    events = _read(_event_with_args_nested(64, brackets_beside=500), read_bytes)  # 500 brackets, 3 levels: read
+    assert len(events) == 2 and len(events[0]["beside"]) == 500
+    deep = _event_with_args_nested(65)
+    at = deep.index(b'{"ph": "X", "args"')  # the event at fault is named, by its first character
+    with pytest.raises(JSONLimit, match=f"^a value nested deeper than 64 levels at character {at}$"):
+        _read(deep, read_bytes)
+
+
+def test_an_event_nested_200000_deep_fails_at_once_with_the_limit() -> None:
+    """The scanner's own recursion limit (~900) is met first: the same limit is named, in time bounded by the input."""
+    import time
+
+    from nsight_advisor.ingest.kineto.json_stream import JSONLimit
+
+    data = b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 200_000 + b"]" * 200_000 + b"}]}"
+    started = time.monotonic()
+    with pytest.raises(JSONLimit, match="nested deeper than 64 levels"):
+        _read(data)
+    assert time.monotonic() - started < 5

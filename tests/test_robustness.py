@@ -57,9 +57,11 @@ REQUIRED_KINDS = {
                          "kernels-without-device-id", "path-symlink-loop", "config-is-directory", "csv-utf16"],
     # round three (issue 26), one entry per class of its list
     "1 links in the cache folder": ["cache-store-link-to-capture", "cache-store-link-to-notes", "cache-results-link",
-                                    "cache-secret-planted"],
+                                    "cache-secret-planted", "cache-folder-open-to-others",
+                                    "cache-folder-of-another-user", "cache-folder-link-to-another-user"],
     "2-5, 11 Kineto JSON past the reader's limits": [
-        "kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-header-long-integer",
+        "kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-deep-event-args",
+        "kineto-header-long-integer",
         "kineto-event-long-integer", "kineto-header-gib-string", "kineto-huge-exponents",
         "kineto-gib-space-between-events", "kineto-gib-member-after-events"],
     "6 -o naming an input the run reads": ["output-is-config", "output-is-rule-file", "output-is-found-config"],
@@ -67,7 +69,8 @@ REQUIRED_KINDS = {
     "8 numeric options": ["compare-fail-on-regression-nan", "compare-fail-on-regression-inf", "config-param-nan",
                           "set-nan"],
     "9 exit 3 on input": ["nvtx-nested-20000", "nvtx-nested-200000", "nvtx-flat-200000", "non-utf8-names-in-folders",
-                          "rules-query-dev-zero"],
+                          "rules-query-dev-zero", "ray-cluster-stopped", "ray-cluster-killed",
+                          "ray-cluster-killed-storing"],
     "10 --ray-address not Ray": ["ray-address-http-server", "ray-address-silent-listener"],
     "12 special files": ["rules-query-fifo", "rules-toml-fifo", "rules-cases-fifo", "config-fifo",
                          "config-found-fifo"],
@@ -78,7 +81,8 @@ REQUIRED_KINDS = {
 }
 
 #: The round-three cases whose runs are held to a 2 GB address space (RLIMIT_AS): the memory cases.
-MEMORY_CASES = {"kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-header-gib-string",
+MEMORY_CASES = {"kineto-deep-pg-config", "kineto-deep-device-properties", "kineto-deep-event-args",
+                "kineto-header-gib-string",
                 "kineto-gib-space-between-events", "kineto-gib-member-after-events"}
 
 

@@ -2,7 +2,9 @@
 
 Three rules, one place:
 
-* the cache folder is created private (mode 0700), and so are the folders made inside it;
+* the cache folder is created private (mode 0700), and so are the folders made inside it; an existing cache folder
+  must be this user's (or a link to a folder of this user's) and loses any access of group and others
+  (:func:`secure_cache_dir`);
 * an entry of the cache (a store, its lock, a kept result) is never reached through a symbolic link: an entry
   that is a link is replaced as a link (a rename over it replaces the link itself, never the file it names),
   read with ``O_NOFOLLOW`` or treated as absent, and a lock file is opened with ``O_NOFOLLOW``;
@@ -33,6 +35,35 @@ def ensure_private_dir(folder: Path) -> Path:
     if not folder.is_dir():
         with contextlib.suppress(FileExistsError):
             os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
+def secure_cache_dir(folder: Path) -> Path:
+    """Make ``folder`` fit to be the cache folder: created 0700 when missing; an existing one must be a folder of
+    this user, also when ``folder`` is a link (the folder it names), and loses any access of group and others.
+
+    Taking group and other access away is safe: the names in a cache folder carry this user's secret, so nobody
+    else could use its entries anyway. A folder of another user (or a link to one) is refused with InputError: its
+    owner could plant or swap entries in it. Anything else (not a folder, not readable) is left to the caller.
+    """
+    folder = Path(folder)
+    ensure_private_dir(folder)
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return folder
+    try:  # the owner is checked and the mode changed on the folder opened, not on a name that could be swapped
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            link = f"a link to {os.path.realpath(folder)}, " if os.path.islink(folder) else ""
+            raise InputError(f"{folder}: the cache folder is {link}a folder of another user (uid {st.st_uid}); give "
+                             "a cache folder of your own with NSIGHT_ADVISOR_CACHE")
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o077:
+            with contextlib.suppress(OSError):  # the owner's own bits stay: a read-only folder stays read-only
+                os.fchmod(fd, mode & 0o700) if hasattr(os, "fchmod") else os.chmod(folder, mode & 0o700)
+    finally:
+        os.close(fd)
     return folder
 
 
@@ -109,7 +140,7 @@ def user_secret(folder: Path) -> str:
     found = _secrets.get(key)
     if found is not None:
         return found
-    ensure_private_dir(folder)
+    secure_cache_dir(folder)
     path = Path(folder) / f"{SECRET_PREFIX}{os.geteuid()}"
     nofollow = getattr(os, "O_NOFOLLOW", 0)
     if not os.path.lexists(path):
@@ -141,5 +172,5 @@ def user_secret(folder: Path) -> str:
                      "remove it, or give a cache folder of your own with NSIGHT_ADVISOR_CACHE")
 
 
-__all__ = ["ensure_private_dir", "is_link_or_foreign", "check_entry", "open_lock", "read_private_text",
+__all__ = ["ensure_private_dir", "secure_cache_dir", "is_link_or_foreign", "check_entry", "open_lock", "read_private_text",
            "usable_subdir", "user_secret"]

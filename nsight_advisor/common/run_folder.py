@@ -75,11 +75,11 @@ def support_dir() -> Path:
 
 
 def _default_parent() -> Path:
-    from nsight_advisor.common.cache_safety import ensure_private_dir
+    from nsight_advisor.common.cache_safety import secure_cache_dir
 
     parent = cache_dir()
     try:
-        ensure_private_dir(parent)
+        secure_cache_dir(parent)  # InputError when it is another user's
         if os.access(parent, os.W_OK):
             return parent
     except OSError:

@@ -9,7 +9,8 @@ are submitted ahead of the merge, so finished results do not pile up in the obje
 A task whose worker process dies (killed, out of memory, its node lost) is rerun by Ray up to
 ``max_retries`` times; ingesting a capture has no side effect outside the task's temporary folder, so a rerun
 gives the same tables. A capture that cannot be read is an answer, not a failure: it is not retried, the
-remaining tasks are cancelled and the run stops with that capture's one-line reason.
+remaining tasks are cancelled and the run stops with that capture's one-line reason. A cluster that stops under
+the run (``ray stop``, a lost head) stops it too, with one line naming the capture under way and the cluster.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def ingest_with_ray(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, P
 
     joined = _join(ray, executor.address)
     try:
+        address = executor.address or ray.get_runtime_context().gcs_address
         task = ray.remote(num_cpus=1, max_retries=executor.max_retries)(capture_task)
         ahead = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         kill_marker = os.environ.get(KILL_ONCE_ENV) or None
@@ -75,7 +77,7 @@ def ingest_with_ray(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, P
                 submit()
                 while pending:
                     _cid, path, ref = pending[0]
-                    outcome = _get(ray, ref, path, executor.max_retries)
+                    outcome = _get(ray, ref, path, executor.max_retries, address)
                     pending.popleft()
                     del ref
                     if isinstance(outcome, str):
@@ -173,17 +175,37 @@ def _grpc_answer(sock: socket.socket, timeout_s: float = 5.0) -> str | None:
     return f"it answered {shown!r}, not HTTP/2" if shown.isprintable() else "it answered, not in HTTP/2"
 
 
-def _get(ray, ref, path: Path, retries: int):
-    """The task's result; a task whose worker died more often than Ray retries it is one line, not a traceback."""
+def _get(ray, ref, path: Path, retries: int, address: str | None = None):
+    """The task's result; a task whose worker died more often than Ray retries it, or a cluster that stopped or
+    failed under the run, is one line naming the capture (exit 2), not a traceback."""
     try:
         return ray.get(ref)
     except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
             ray.exceptions.ObjectLostError) as exc:
         raise NsightAdvisorError(f"{path}: the Ray worker ingesting it died {retries + 1} times "
                                  f"({type(exc).__name__}); see the cluster's logs") from None
-    except ray.exceptions.RayTaskError:
-        raise  # our own task failed: a bug, reported as one
+    except ray.exceptions.RayTaskError as exc:
+        if _raised_in_package(exc):
+            raise  # our own task failed: a bug, reported as one
+        raise _cluster_failed(path, address, getattr(exc, "cause", None) or exc) from None
     except (ray.exceptions.RayError, ConnectionError) as exc:  # the cluster went away (stopped, lost its head)
-        raise NsightAdvisorError(f"{path}: the Ray cluster failed while ingesting it ({type(exc).__name__}: "
-                                 f"{str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}); see the "
-                                 "cluster's logs") from None
+        raise _cluster_failed(path, address, exc) from None
+
+
+def _raised_in_package(exc: BaseException) -> bool:
+    """Whether a task's error came from this package's code: its traceback has a frame in nsight_advisor.
+
+    When the cluster stops under a running task, Ray itself raises inside the task's worker (storing the result
+    through a dead raylet: ``OSError: Broken pipe`` in ``ray._raylet``), and Ray wraps that as the task's error too;
+    such a traceback has no frame of ours."""
+    text = str(getattr(exc, "traceback_str", "") or "")
+    return any(f"{sep}nsight_advisor{sep}" in text for sep in ("/", "\\"))
+
+
+def _cluster_failed(path: Path, address: str | None, exc: BaseException) -> NsightAdvisorError:
+    """The one line for a cluster that stopped or failed while ``path`` was being ingested."""
+    lines = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+    where = f" at {address}" if address else ""
+    return NsightAdvisorError(f"{path}: the Ray cluster{where} stopped or failed while ingesting it ({detail}); "
+                              "see the cluster's logs")

@@ -10,8 +10,8 @@ digits (rounded to 60 significant digits); whole numbers as ``int``; ``NaN`` and
 The reader has limits, so that no input costs more than time and memory in proportion to its size
 (:class:`JSONLimit`, docs/robustness.md): one value (an event, a header member, a string) of at most
 :data:`MAX_VALUE_CHARS` characters; numbers within ±10^:data:`MAX_EXPONENT`; whole numbers of at most
-Python's 4,300 digits; values nested as deep as the scanner's recursion allows (about 900 levels). Space between
-values is dropped as it is read, never held.
+Python's 4,300 digits; values nested at most :data:`MAX_VALUE_DEPTH` levels (an event is level 1, its ``args``
+level 2), header members :data:`MAX_HEADER_DEPTH`. Space between values is dropped as it is read, never held.
 
 Everything after the array is read too, up to the object's closing brace, so a file cut short anywhere is
 reported (:class:`TruncatedJSON`), as is text that is not JSON (:class:`BadJSON`, with its character offset).
@@ -46,6 +46,15 @@ MAX_VALUE_CHARS = 16 << 20
 #: Largest decimal exponent of a number (as a double's): 1e999990 would cost a minute of CPU to convert.
 MAX_EXPONENT = 308
 
+#: Deepest nesting of a value (an event is level 1, its ``args`` level 2, a list in them level 3): Kineto writes 4
+#: at most (``"Input Dims": [[1, 2], [3]]``). Deeper is refused: the check costs time in proportion to the value's
+#: size, and only a value with more than this many brackets is walked at all. Python's scanner would recurse to
+#: about 900 levels before it fails.
+MAX_VALUE_DEPTH = 64
+
+#: Deepest nesting of a header member (members before the array): Kineto's are 3 levels deep at most.
+MAX_HEADER_DEPTH = 32
+
 # Fractional numbers: Decimals of the file's digits, rounded to 60 significant digits (more than any time stamp
 # needs), an exponent beyond ±MAX_EXPONENT refused (tiny ones become 0).
 _NUMBERS = decimal.Context(prec=60, Emax=MAX_EXPONENT, Emin=-MAX_EXPONENT,
@@ -64,10 +73,19 @@ class JSONLimit(ValueError):
     """The text is JSON (or may be) but passes one of the reader's limits; the message says which and where."""
 
 
-def _limit_error(exc: BaseException, where: str) -> JSONLimit:
-    """The reader's limit that ``exc``, raised by the scanner, stands for."""
-    if isinstance(exc, RecursionError):
-        return JSONLimit(f"values nested too deeply (more than the reader's recursion limit) {where}")
+class _TooDeep(JSONLimit):
+    """A value nested deeper than the limit it was read with."""
+
+
+def _too_deep_error(at: int, max_depth: int) -> _TooDeep:
+    return _TooDeep(f"a value nested deeper than {max_depth} levels at character {at:,}")
+
+
+def _limit_error(exc: BaseException, at: int, max_depth: int) -> JSONLimit:
+    """The reader's limit that ``exc``, raised by the scanner in the value at character ``at``, stands for."""
+    where = f"in the value at character {at:,}"
+    if isinstance(exc, RecursionError):  # the scanner's own limit (~900 levels) is far past ``max_depth``
+        return _too_deep_error(at, max_depth)
     if isinstance(exc, ArithmeticError):
         return JSONLimit(f"a number beyond 1e{MAX_EXPONENT} {where}")
     if "digits" in str(exc):
@@ -130,8 +148,9 @@ class _Window:
     def bad(self, what: str, pos: int | None = None):
         raise BadJSON(f"{what} at character {self.offset + (self.pos if pos is None else pos):,}")
 
-    def value(self):
-        """The next value (whitespace before it skipped); the window moves past it."""
+    def value(self, max_depth: int = MAX_VALUE_DEPTH):
+        """The next value (whitespace before it skipped); the window moves past it. _TooDeep when it is nested
+        deeper than ``max_depth`` levels."""
         self.skip_space()
         while True:
             try:
@@ -147,9 +166,11 @@ class _Window:
             except BadJSON:
                 raise
             except (ValueError, ArithmeticError, RecursionError) as exc:
-                raise _limit_error(exc, f"in the value at character {self.offset + self.pos:,}") from None
+                raise _limit_error(exc, self.offset + self.pos, max_depth) from None
             if end > len(self.buf) - _CUT_MARGIN and self.refill():  # a number ("1." of "1.5") may be cut
                 continue
+            if _too_deep(self.buf, self.pos, end, obj, max_depth):
+                raise _too_deep_error(self.offset + self.pos, max_depth)
             self.pos = end
             return obj
 
@@ -183,7 +204,7 @@ def iter_array(fh: IO[bytes], key: str, *, read_bytes: int = READ_BYTES) -> Iter
     """Each element of the array that is member ``key`` of the top-level object in ``fh``, one at a time.
 
     Raises BadJSON (not JSON, or ``key`` absent or not an array), TruncatedJSON (the text ends early),
-    UnicodeDecodeError (not UTF-8) or RecursionError (nested too deeply for the scanner).
+    UnicodeDecodeError (not UTF-8) or JSONLimit (past one of the reader's limits).
     """
     w = _Window(fh, read_bytes)
     w.expect("{")
@@ -206,20 +227,23 @@ def _elements(w: _Window) -> Iterator:
     """
     scan, after = w.scan, _AFTER_ELEMENT.match
     buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+    count = buf.count  # an element's depth is at most the brackets in its text (see _too_deep)
     while True:
         if pos > ahead and not w.eof:
             w.pos = pos
             w.refill()
             buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+            count = buf.count
         try:
             obj, end = scan(buf, pos)
-            if end > len(buf) - _CUT_MARGIN:
-                raise StopIteration  # maybe cut by the window's end: the slow path checks
+            if end > len(buf) - _CUT_MARGIN or count("[", pos, end) + count("{", pos, end) > MAX_VALUE_DEPTH:
+                raise StopIteration  # maybe cut by the window's end, or maybe too deep: the slow path checks
             pos = end
         except Exception:  # noqa: BLE001 - the slow path scans again and says what is wrong
             w.pos = pos
             obj = w.value()
             buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+            count = buf.count
         yield obj
         m = after(buf, pos)
         if m is not None and m.end() < len(buf):
@@ -230,13 +254,10 @@ def _elements(w: _Window) -> Iterator:
             w.pos = pos
             more = w.after_element()
             buf, pos, ahead = w.buf, w.pos, len(w.buf) - _AHEAD
+            count = buf.count
             if not more:
                 break
     w.pos = pos
-
-
-#: Deepest nesting of a header member (members before the array): Kineto's are 3 levels deep at most.
-MAX_HEADER_DEPTH = 32
 
 
 def members_before(fh: IO[bytes], key: str, *, read_bytes: int = READ_BYTES) -> dict | None:
@@ -263,16 +284,25 @@ def members_before(fh: IO[bytes], key: str, *, read_bytes: int = READ_BYTES) -> 
                 raise BadJSON(f"{key} is no array")
             return out
         start = w.offset + w.pos
-        value = out[name] = w.value()
-        if _depth(value) > MAX_HEADER_DEPTH:
+        try:
+            out[name] = w.value(MAX_HEADER_DEPTH)
+        except _TooDeep:
             raise JSONLimit(f"member {name[:40]!r} nested deeper than {MAX_HEADER_DEPTH} levels at character "
-                            f"{start:,}")
+                            f"{start:,}") from None
         char = w.peek()
         w.pos += 1
         if char == "}":
             return None
         if char != ",":
             w.bad("expecting ',' or '}'", w.pos - 1)
+
+
+def _too_deep(text: str, start: int, end: int, value, max_depth: int) -> bool:
+    """Whether ``value``, decoded from ``text[start:end]``, is nested deeper than ``max_depth`` levels. Its depth is
+    at most the number of opening brackets in its text, counted at C speed: most values are never walked."""
+    if text.count("[", start, end) + text.count("{", start, end) <= max_depth:
+        return False
+    return _depth(value) > max_depth
 
 
 def _depth(value) -> int:
@@ -328,4 +358,4 @@ def _finish_object(w: _Window) -> None:
 
 
 __all__ = ["iter_array", "members_before", "TruncatedJSON", "BadJSON", "JSONLimit", "READ_BYTES", "MAX_VALUE_CHARS",
-           "MAX_EXPONENT", "MAX_HEADER_DEPTH"]
+           "MAX_EXPONENT", "MAX_HEADER_DEPTH", "MAX_VALUE_DEPTH"]
