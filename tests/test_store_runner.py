@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import textwrap
 
 import pytest
 
@@ -18,6 +17,7 @@ from nsight_advisor.engine.message_format import RuleRunError
 from nsight_advisor.engine.rules import load_rule
 from nsight_advisor.engine.store_runner import bind_capture, run_rule_on_captures
 from nsight_advisor.store.database import insert_kernels
+from test_engine import write_rule
 
 DLRM = TRACES / "kineto" / "dlrm_8rank"
 
@@ -79,42 +79,8 @@ def two_captures(memory_store):
 
 
 def _rule(tmp_path, query: str, judge: str | None = None, requires: str = ""):
-    folder = tmp_path / "long-kernels"
-    folder.mkdir()
-    (folder / "rule.toml").write_text(textwrap.dedent(f'''\
-        id = "NA951"
-        name = "long-kernels"
-        title = "Kernels longer than a budget"
-        category = "timeline"
-        severity = "warning"
-        status = "preview"
-        principles = ["gpu-background.understanding-performance.arithmetic-intensity"]
-        {requires}
-        [params.max_ms]
-        type = "float"
-        default = 1.0
-        unit = "ms"
-        why = "test budget"
-
-        [judgement]
-        column = "max_ms"
-        op = ">"
-        param = "max_ms"
-
-        [finding]
-        impact_column = "impact_ns"
-        evidence_columns = ["kernel", "max_ms"]
-        evidence_limit = 5
-        message = "{{rows}} kernel(s)"
-        fix = "f"
-
-        [docs]
-        what = "w"
-        why = "y"
-        fix = "f"
-        limits = "l"
-        '''))
-    (folder / "query.sql").write_text(query)
+    folder = write_rule(tmp_path, "long-kernels", query=query, requires=requires, evidence='["kernel", "max_ms"]',
+                        limit=5, message="{rows} kernel(s)")
     if judge:
         (folder / "judge.py").write_text(judge)
     return load_rule(folder)

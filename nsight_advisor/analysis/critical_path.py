@@ -16,6 +16,7 @@ the same order): zero on the critical path.
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,7 @@ def _prepared(g: StepGraph) -> dict[str, Any]:
             "f0": g.from_start[:, 0].tolist(), "special": g.special_end.tolist(),
             "wp": g.wait_pred.tolist(), "wl": g.wait_lag.tolist(), "grp": g.group.tolist(),
             "own": g.own_ns.astype(np.float64).tolist(), "glag": g.group_lag.astype(np.float64).tolist(),
-            "also": g.also_waits, "base": None,
+            "also": g.also_waits, "members": g.members, "base": None,
         }
     return kept
 
@@ -73,10 +74,8 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
     before it waits only for what was visited before it, so it keeps its unchanged replay (on the 64-rank DLRM
     job most findings change ops well into the trace)."""
     prep = _prepared(g)
-    p0, p1, p2, p3 = prep["pred"]
-    l0, l1, l2, l3 = prep["lag"]
-    f0, special, wl, grp, members = prep["f0"], prep["special"], prep["wl"], prep["grp"], g.members
-    own_l, gl, wp = prep["own"], prep["glag"], prep["wp"]
+    # what a change alters, copied; the rest of the graph's lists are the kept ones
+    l0, own_l, gl, wp = prep["lag"][0], prep["own"], prep["glag"], prep["wp"]
     changed = []
     if own_scale is not None:
         at = np.flatnonzero(own_scale != 1)
@@ -97,31 +96,30 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
         wp = wp.copy()
         for i in at.tolist():
             wp[i] = -1
-    order, is_end = prep["order"], prep["is_end"]
     touched = np.concatenate(changed) if changed else np.zeros(0, np.int64)
     base = prep["base"]
-    if base is None and len(touched):  # a graph replayed once, changed (a candidate's): all of it, as it is
-        return tuple(map(np.asarray, _visit(
-            g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64).tolist(), order,
-            is_end, prep, p0, p1, p2, p3, l0, l1, l2, l3, f0, special, wp, wl, grp, members, own_l, gl)))
-    if base is None:  # the unchanged replay, kept: every what-if on this graph starts from it
-        ns, ne = _visit(g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64)
-                        .tolist(), order, is_end, prep, p0, p1, p2, p3, l0, l1, l2, l3, f0, special, wp, wl, grp,
-                        members, own_l, gl)
-        base = prep["base"] = (np.asarray(ns), np.asarray(ne))
+    if base is None:
+        recorded = (g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64).tolist())
+        if len(touched):  # a graph replayed once, changed (a candidate's): all of it, as it is
+            return tuple(map(np.asarray, _visit(*recorded, 0, prep, l0, own_l, gl, wp)))
+        # the unchanged replay, kept: every what-if on this graph starts from it
+        base = prep["base"] = tuple(map(np.asarray, _visit(*recorded, 0, prep, l0, own_l, gl, wp)))
     if not len(touched):
         return base[0].copy(), base[1].copy()
     k = int(prep["first"][touched].min())
-    ns, ne = _visit(base[0].tolist(), base[1].tolist(), order[k:], is_end[k:], prep, p0, p1, p2, p3, l0, l1, l2,
-                    l3, f0, special, wp, wl, grp, members, own_l, gl)
+    ns, ne = _visit(base[0].tolist(), base[1].tolist(), k, prep, l0, own_l, gl, wp)
     return np.asarray(ns), np.asarray(ne)
 
 
-def _visit(ns, ne, order, is_end, prep, p0, p1, p2, p3, l0, l1, l2, l3, f0, special, wp, wl, grp, members, own_l,
-           gl) -> tuple[list, list]:
-    """The replay's loop over ``order`` (see the module docstring), updating ``ns`` and ``ne`` in place."""
-    also = prep["also"]
-    for i, end in zip(order, is_end):
+def _visit(ns: list, ne: list, k: int, prep: dict[str, Any], l0: list, own_l: list, gl: list,
+           wp: list) -> tuple[list, list]:
+    """The replay's loop (see the module docstring) from place ``k`` of the visiting order, updating ``ns`` and
+    ``ne`` in place; ``l0``, ``own_l``, ``gl`` and ``wp`` as a change made them, the rest as kept in ``prep``."""
+    p0, p1, p2, p3 = prep["pred"]
+    _, l1, l2, l3 = prep["lag"]
+    f0, special, wl, grp, also = prep["f0"], prep["special"], prep["wl"], prep["grp"], prep["also"]
+    members = prep["members"]
+    for i, end in zip(islice(prep["order"], k, None), islice(prep["is_end"], k, None)):
         if end:
             t = ns[i] + own_l[i]
             if wp[i] >= 0:

@@ -53,10 +53,10 @@ def write_text_atomic(path: Path, text: str) -> None:
         release(tmp.parent)
 
 
-def _write_file(path: Path, text: str, *, shown: Path) -> None:
+def _write_file(path: Path, text: str, *, shown: Path, mode: str = "w") -> None:
     try:
         # backslashreplace: a file name that is not UTF-8 (a lone surrogate in the text) is written as its escape
-        with open(path, "w", encoding="utf-8", errors="backslashreplace") as fh:
+        with open(path, mode, encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
     except OSError as exc:
@@ -65,12 +65,7 @@ def _write_file(path: Path, text: str, *, shown: Path) -> None:
 
 def _write_direct(path: Path, text: str) -> None:
     """Write to a pipe or device in place (opening it for append never truncates or replaces a node)."""
-    try:
-        with open(path, "a", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
-            fh.flush()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+    _write_file(path, text, shown=path, mode="a")
 
 
 def write_stdout(text: str) -> None:

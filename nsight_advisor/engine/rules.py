@@ -444,6 +444,18 @@ _SQL_SKIP = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"",
 _SQL_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+def replace_param(sql: str, name: str, text: str) -> str:
+    """``sql`` with each ``$name`` outside comments, strings and quoted identifiers replaced by ``text``."""
+    param = re.compile(rf"\${re.escape(name)}(?![A-Za-z0-9_])")
+    out, pos = [], 0
+    for m in _SQL_SKIP.finditer(sql):
+        out.append(param.sub(text, sql[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(param.sub(text, sql[pos:]))
+    return "".join(out)
+
+
 def query_params(sql: str) -> list[str]:
     """Names of the ``$params`` a query uses (comments, strings and quoted identifiers ignored), in order."""
     stripped = _SQL_SKIP.sub(" ", sql)

@@ -62,11 +62,28 @@ def run_rule_on_capture(con: duckdb.DuckDBPyConnection, rule: Rule, capture: dic
     every rule checks first once for all captures (a new one for this capture alone when not given)."""
     capture_id = capture["capture_id"]
     checks = checks if checks is not None else RuleChecks(con, [capture_id])
+    early = precheck(con, rule, capture_id, checks)
+    if early is not None:
+        return early
     try:
-        missing = _missing_requirement(con, rule, capture_id, checks) or _kernels_without_gpu(rule, capture_id, checks)
-        if missing is not None:
-            return missing
         groups = _firing_groups(con, rule, capture_id, time_limit_s, checks)
+    except RuleRunError as exc:
+        return CaptureResult("errored", reason=str(exc))
+    return capture_result(rule, capture, groups)
+
+
+def precheck(con, rule: Rule, capture_id: int, checks: RuleChecks) -> CaptureResult | None:
+    """The result of ``rule`` on the capture when it cannot run there (skipped: a requirement missing, kernels
+    without their GPU; errored: a requirement that cannot be checked); None when its query should run."""
+    try:
+        return _missing_requirement(con, rule, capture_id, checks) or _kernels_without_gpu(rule, capture_id, checks)
+    except RuleRunError as exc:
+        return CaptureResult("errored", reason=str(exc))
+
+
+def capture_result(rule: Rule, capture: dict, groups: list[Group]) -> CaptureResult:
+    """The result of ``rule`` on the capture from its firing groups: one finding each, or clean."""
+    try:
         findings = [_make_finding(rule, capture, g) for g in groups]
     except RuleRunError as exc:
         return CaptureResult("errored", reason=str(exc))

@@ -20,19 +20,14 @@ Where the one query cannot give per-capture answers, each capture runs on its ow
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Any, Sequence
 
 from nsight_advisor.engine.message_format import RuleRunError
 from nsight_advisor.engine.rule_checks import RuleChecks
-from nsight_advisor.engine.rules import Rule
+from nsight_advisor.engine.rules import Rule, replace_param
 from nsight_advisor.engine import runner
 from nsight_advisor.engine.runner import CaptureResult, QueryTimeout
-
-# Comments, strings and quoted identifiers, where a ``$capture_id`` is text, not the parameter.
-_SKIP = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.S)
-_CAPTURE_PARAM = re.compile(r"\$capture_id\b")
 
 
 def run_rule_on_captures(con, rule: Rule, captures: Sequence[dict], *, time_limit_s: float = runner.DEFAULT_TIME_LIMIT_S,
@@ -43,15 +38,9 @@ def run_rule_on_captures(con, rule: Rule, captures: Sequence[dict], *, time_limi
     results: dict[int, CaptureResult] = {}
     runnable = []
     for capture in captures:
-        cid = capture["capture_id"]
-        try:
-            missing = (runner._missing_requirement(con, rule, cid, checks)
-                       or runner._kernels_without_gpu(rule, cid, checks))
-        except RuleRunError as exc:
-            results[cid] = CaptureResult("errored", reason=str(exc))
-            continue
-        if missing is not None:
-            results[cid] = missing
+        early = runner.precheck(con, rule, capture["capture_id"], checks)
+        if early is not None:
+            results[capture["capture_id"]] = early
         else:
             runnable.append(capture)
     grouped = None
@@ -70,18 +59,8 @@ def run_rule_on_captures(con, rule: Rule, captures: Sequence[dict], *, time_limi
         if grouped is None:
             results[cid] = runner.run_rule_on_capture(con, rule, capture, time_limit_s=time_limit_s, checks=checks)
         else:
-            results[cid] = _result(rule, capture, grouped.get(cid, []))
+            results[cid] = runner.capture_result(rule, capture, grouped.get(cid, []))
     return [(c, results[c["capture_id"]]) for c in captures]
-
-
-def _result(rule: Rule, capture: dict, groups: list) -> CaptureResult:
-    try:
-        findings = [runner._make_finding(rule, capture, g) for g in groups]
-    except RuleRunError as exc:
-        return CaptureResult("errored", reason=str(exc))
-    if not findings:
-        return CaptureResult("clean")
-    return CaptureResult("findings", findings=findings, firing_rows=sum(g.total_rows for g in groups))
 
 
 def _groups_by_capture(con, rule: Rule, ids: list[int], time_limit_s: float,
@@ -108,13 +87,7 @@ def _groups_by_capture(con, rule: Rule, ids: list[int], time_limit_s: float,
 
 def bind_capture(sql: str, column: str) -> str:
     """``sql`` with each ``$capture_id`` outside comments, strings and quoted names replaced by ``column``."""
-    out, pos = [], 0
-    for m in _SKIP.finditer(sql):
-        out.append(_CAPTURE_PARAM.sub(column, sql[pos:m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(_CAPTURE_PARAM.sub(column, sql[pos:]))
-    return "".join(out)
+    return replace_param(sql, "capture_id", column)
 
 
 __all__ = ["run_rule_on_captures", "bind_capture"]

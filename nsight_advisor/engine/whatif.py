@@ -84,18 +84,15 @@ def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
     if not found:
         return None
     kept = {c: (len(v[0]), len(v[0])) for c, v in found.items()}
-    if max_ops or max_steps:
-        for c, (spans, source) in list(found.items()):
-            keep = min(len(spans), max_steps or len(spans))
-            if max_ops:
-                first = (len(spans) - keep) // 2
-                ops = _op_count(con, c, spans[first][0], spans[first + keep - 1][1])
-                if ops > max_ops:
-                    keep = max(1, keep * max_ops // ops)
-            if keep < len(spans):
-                first = (len(spans) - keep) // 2
-                found[c] = (spans[first:first + keep], source)
-                kept[c] = (keep, len(spans))
+    for c, (spans, source) in list(found.items()):
+        middle = _middle(spans, min(len(spans), max_steps or len(spans)))
+        if max_ops:
+            ops = _op_count(con, c, middle[0][0], middle[-1][1])
+            if ops > max_ops:
+                middle = _middle(spans, max(1, len(middle) * max_ops // ops))
+        if len(middle) < len(spans):
+            found[c] = (middle, source)
+            kept[c] = (len(middle), len(spans))
     spans = {c: (v[0][0][0], v[0][-1][1]) for c, v in found.items()}
     graph = build_graph(con, list(found), spans)
     steps = {c: [(graph.clock(c, s), graph.clock(c, e)) for s, e in v[0]] for c, v in found.items()}
@@ -103,6 +100,12 @@ def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
     model.kept = kept
     model.base = replay(graph)
     return model
+
+
+def _middle(spans: list[tuple[int, int]], keep: int) -> list[tuple[int, int]]:
+    """The ``keep`` steps in the middle of ``spans``."""
+    first = (len(spans) - keep) // 2
+    return spans[first:first + keep]
 
 
 def _op_count(con, capture_id: int, lo: int, hi: int) -> int:

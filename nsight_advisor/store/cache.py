@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterator, Sequence
 from nsight_advisor.common import cache_safety, sql_params
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.common.run_folder import cache_dir  # noqa: F401 - where the cache is, part of this API
+from nsight_advisor.common.run_folder import pid_alive
 from nsight_advisor.common.version import SCHEMA_VERSION
 
 try:
@@ -252,25 +253,14 @@ def remove_dead_temp_files(target: Path) -> None:
     """Remove temporary stores for ``target`` left by processes that were killed mid-build."""
     for path in target.parent.glob(f".{target.name}.build-*{_TMP_SUFFIX}*"):
         pid = path.name[len(target.name) + 8:].split("-", 1)[0]
-        if not pid.isdigit() or _pid_alive(int(pid)):
+        # our own earlier build of this target is over by now; another process's, while that process lives, is not
+        if not pid.isdigit() or (int(pid) != os.getpid() and pid_alive(int(pid))):
             continue
         if path.is_dir() and not path.is_symlink():  # DuckDB's spill folder beside the build (``<build>.tmp``)
             shutil.rmtree(path, ignore_errors=True)
             continue
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # our own earlier build of this target is over by now
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def remove_stale_versions(target: Path) -> list[Path]:
