@@ -130,10 +130,13 @@ def write_capture(con: duckdb.DuckDBPyConnection, capture_id: int, cap: NcuCaptu
     ])
     # Nsight Compute replays each kernel alone, so a report has no timeline: its "wall time" is the sum of the
     # profiled kernels' durations, which is what impact_pct of an ncu finding is a share of.
-    con.execute("""UPDATE captures SET start_ns = 0,
-                       duration_ns = (SELECT round(sum(duration_ns))::BIGINT FROM ncu_kernels WHERE capture_id = $id),
-                       end_ns = (SELECT round(sum(duration_ns))::BIGINT FROM ncu_kernels WHERE capture_id = $id)
-                   WHERE capture_id = $id""", {"id": capture_id})
+    total = con.execute("SELECT round(sum(duration_ns)) FROM ncu_kernels WHERE capture_id = ?",
+                        [capture_id]).fetchone()[0]
+    if total is not None and not abs(total) < 2**63:  # a damaged duration (9.2e18 ns is 292 years) fits no BIGINT
+        raise InputError(f"{cap.path}: the kernels' durations add up to {total:.3g} ns, far beyond any real run; "
+                         "the file is damaged or not ncu output")
+    con.execute("UPDATE captures SET start_ns = 0, duration_ns = $ns, end_ns = $ns WHERE capture_id = $id",
+                {"id": capture_id, "ns": None if total is None else int(total)})
 
 
 def _lookup(metrics: pd.DataFrame) -> dict[int, dict[str, Any]]:
