@@ -116,8 +116,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.rule_checks import RuleChecks, shared_reads
     from nsight_advisor.analysis.shared_views import materialize_shared
     from nsight_advisor.analysis.summary import build_summary
-    from nsight_advisor.engine.whatif import (MAX_ANALYSIS_OPS, MAX_ANALYSIS_STEPS, attach_savings, graph_candidates,
-                                              step_model)
+    from nsight_advisor.analysis.steps import steps_of
     from nsight_advisor.common.progress import Progress
 
     time_limit_s = time_limit_s or DEFAULT_TIME_LIMIT_S
@@ -148,12 +147,18 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     mark_paced(findings, pacing)
     findings, accounts = settle_impacts(con, captures, findings)
     reword_paced(findings, pacing)
-    model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS)
-    savings = attach_savings(con, capture_ids, findings, model=model)
-    if savings["captures"]:
-        summary["savings"] = savings
-        findings.sort(key=finding_rank)  # stable: the findings without a saving keep their order
-        summary["graph_candidates"] = graph_candidates(model)
+    found_steps = steps_of(con, capture_ids)
+    if found_steps:  # the replay's numpy and pandas only where there is a step to replay
+        from nsight_advisor.engine.whatif import (MAX_ANALYSIS_OPS, MAX_ANALYSIS_STEPS, attach_savings,
+                                                  graph_candidates, step_model)
+
+        model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS,
+                           found=found_steps)
+        savings = attach_savings(con, capture_ids, findings, model=model)
+        if savings["captures"]:
+            summary["savings"] = savings
+            findings.sort(key=finding_rank)  # stable: the findings without a saving keep their order
+            summary["graph_candidates"] = graph_candidates(model)
     breakdowns = attach_regions(con, captures, findings)
     attach_source_frames(con, findings)
     public = []

@@ -33,6 +33,7 @@ class RuleChecks:
         self._selects: dict[str, str | Exception] = {}
         self._reads: dict[tuple[str, str], bool] = {}
         self._reach: dict[str, set[str]] = {}
+        self._missing: dict[tuple[int, str], str] | None = None
 
     def present(self, kind: str, value: str, capture_id: int) -> bool:
         """True when the capture has rows for a requirement (``kind``: table, metric or gpu_metric).
@@ -90,6 +91,29 @@ class RuleChecks:
                                      [capture_id]).fetchone()
             return int(row[0]), int(row[1])
         return self._kernels.get(capture_id, (0, 0))
+
+    def missing_note(self, capture_id: int, data: str) -> str:
+        """Why the capture lacks ``data``, as its reader recorded it (``capture_missing``); "" when it did not say.
+        The table is read once, for all captures (a skipped rule asks once per capture)."""
+        if self._missing is None:
+            try:
+                rows = sql_params.execute(self.con, """
+                    select capture_id, data, reason from capture_missing
+                    where capture_id in (select unnest(?::integer[])) and reason is not null and reason <> ''
+                    order by all""", [self.ids]).fetchall()
+            except duckdb.Error:
+                rows = []
+            self._missing = {}
+            for cid, what, reason in rows:
+                self._missing.setdefault((int(cid), what), reason)
+        if capture_id not in self.ids:  # a capture outside this analysis: asked on its own
+            try:
+                row = sql_params.execute(self.con, "select reason from capture_missing where capture_id = ? and "
+                                         "data = ? limit 1", [capture_id, data]).fetchone()
+            except duckdb.Error:
+                return ""
+            return row[0] if row and row[0] else ""
+        return self._missing.get((capture_id, data), "")
 
     def single_select(self, sql: str, check) -> str:
         """``check(con, sql)`` once per query text: its result, or its error raised again."""

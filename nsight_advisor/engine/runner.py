@@ -102,7 +102,7 @@ def _missing_requirement(con, rule: Rule, capture_id: int, checks: RuleChecks) -
             raise RuleRunError(f"checking requirement {req.describe()} failed: {_first_lines(exc)}") from None
         if not present:
             reason = f"the capture has no {req.describe()}"
-            note = _capture_missing_note(con, capture_id, req.value)
+            note = checks.missing_note(capture_id, req.value)
             if note:
                 reason += f" ({note})"
             return CaptureResult("skipped", reason=reason, capture_option=req.capture_option)
@@ -124,15 +124,6 @@ def _kernels_without_gpu(rule: Rule, capture_id: int, checks: RuleChecks) -> Cap
     return CaptureResult("skipped", reason=f"none of the capture's {total} kernels records the GPU it ran on (the "
                          "export has no deviceId), so the GPU facts this rule needs cannot be matched",
                          capture_option="a current nsys export (nsys export --type sqlite) records it")
-
-
-def _capture_missing_note(con, capture_id: int, data: str) -> str:
-    try:
-        row = sql_params.execute(con, "select reason from capture_missing where capture_id = ? and data = ? limit 1",
-                          [capture_id, data]).fetchone()
-    except duckdb.Error:
-        return ""
-    return row[0] if row and row[0] else ""
 
 
 # --- the query -------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import numpy as np
 
 from nsight_advisor.common import sql_params
 from nsight_advisor.analysis.critical_path import critical_path, map_steps, path_summary, replay
-from nsight_advisor.analysis.iterations import _quantile, find_iterations
+from nsight_advisor.analysis.iterations import _quantile
+from nsight_advisor.analysis.steps import Steps, steps_of
 from nsight_advisor.analysis.step_graph import HOST, KERNEL, StepGraph, build_graph
 
 if TYPE_CHECKING:
@@ -59,28 +60,15 @@ class StepModel:
         return {cid: map_steps(self.graph, cid, spans, times) for cid, spans in self.steps.items()}
 
 
-def capture_steps(con: duckdb.DuckDBPyConnection, capture_id: int) -> tuple[list[tuple[int, int]], str] | None:
-    """The steps of a capture: its steady iterations, else its ``ProfilerStep#N`` ranges; None without either."""
-    found = find_iterations(con, capture_id)
-    if found is not None:
-        return list(found.spans[found.warmup:]), found.source
-    rows = sql_params.execute(con, """
-        select start_ns, end_ns from nvtx_ranges
-        where capture_id = $cid and regexp_matches(text, '^ProfilerStep#[0-9]+$') and end_ns > start_ns
-        order by start_ns""", {"cid": capture_id}).fetchall()
-    if rows:
-        return [(int(s), int(e)) for s, e in rows], "NVTX range 'ProfilerStep#N'"
-    return None
-
-
 def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
-               max_ops: int | None = None, max_steps: int | None = None) -> StepModel | None:
+               max_ops: int | None = None, max_steps: int | None = None,
+               found: dict[int, Steps] | None = None) -> StepModel | None:
     """The step graph of those of ``capture_ids`` that have steps, one graph for all (ranks of a job meet at their
     collectives); None when none has steps. ``max_steps``: a capture keeps at most this many of its middle steps;
     ``max_ops``: and a capture whose kept steps hold more GPU operations and CUDA calls than this keeps only that
-    many operations' worth of them (``StepModel.kept``)."""
-    found = {int(c): capture_steps(con, int(c)) for c in capture_ids}
-    found = {c: v for c, v in found.items() if v}
+    many operations' worth of them (``StepModel.kept``). ``found``: the captures' steps when already read
+    (nsight_advisor.analysis.steps.steps_of)."""
+    found = dict(found) if found is not None else steps_of(con, capture_ids)
     if not found:
         return None
     kept = {c: (len(v[0]), len(v[0])) for c, v in found.items()}

@@ -28,29 +28,40 @@ with names as (
     union all
     select capture_id, name, 'NVTX domain' as source from nvtx_domains where name is not null
 ),
-patterns (stack, priority, source, pattern) as (
+-- Each pattern is a constant in its own branch: DuckDB compiles a constant pattern once, and one read from a
+-- joined column once per row (80 ms of the 8 DLRM ranks' analysis for 1,100 names).
+lowered as (
+    select capture_id, name, source, lower(name) as l,
+           case when source = 'NVTX domain' then 'domain' else 'name' end as kind
+    from names
+),
+patterns (stack, priority, kind) as (
     values
-        ('pytorch', 1, 'name', 'at::native|at::cuda|\bc10::|\baten::|triton_(poi|red|per|tem)_fused'),
-        ('pytorch', 1, 'domain', '^(pytorch|torch|aten)\b'),
-        ('jax', 2, 'name', '\bjax\b|\bxla\b|^(loop|input)_[a-z0-9_]*fusion(_[0-9]+)?$'),
-        ('jax', 2, 'domain', '^(xla|jax)\b'),
-        ('tensorflow', 3, 'name', 'tensorflow::|eigenmetakernel'),
-        ('tensorflow', 3, 'domain', '^tensorflow\b'),
-        ('tensorrt', 4, 'name', 'genericreformat::|__myl_|\btrt_|nvinfer1?::|tensorrt'),
-        ('tensorrt', 4, 'domain', '^tensorrt\b'),
-        ('openacc-openmp', 5, 'name', '^nvkernel_.*_f[0-9]+l[0-9]+|__pgi_uacc|__omp_offloading|_[0-9]+_gpu(__red)?$'),
-        ('openacc-openmp', 5, 'domain', '^(openacc|openmp)\b'),
-        ('cuda-fortran', 6, 'name', '^pgf90_|^[a-z][a-z0-9]*_[a-z0-9_]+_$'),
-        ('julia', 7, 'name', '^(_z[0-9]+)?julia_'),
-        ('cupy-numba', 8, 'name', '^cupy_|cudapy|\bnumba\b'),
-        ('triton', 9, 'name', 'triton')
+        ('pytorch', 1, 'name'), ('pytorch', 1, 'domain'), ('jax', 2, 'name'), ('jax', 2, 'domain'),
+        ('tensorflow', 3, 'name'), ('tensorflow', 3, 'domain'), ('tensorrt', 4, 'name'), ('tensorrt', 4, 'domain'),
+        ('openacc-openmp', 5, 'name'), ('openacc-openmp', 5, 'domain'), ('cuda-fortran', 6, 'name'),
+        ('julia', 7, 'name'), ('cupy-numba', 8, 'name'), ('triton', 9, 'name')
 ),
 matched as (
     select n.capture_id, p.stack, p.priority, n.source, n.name
-    from names n
-    join patterns p
-      on p.source = case when n.source = 'NVTX domain' then 'domain' else 'name' end
-     and regexp_matches(lower(n.name), p.pattern)
+    from lowered n
+    join patterns p using (kind)
+    where case p.stack || '/' || p.kind
+        when 'pytorch/name' then regexp_matches(n.l, 'at::native|at::cuda|\bc10::|\baten::|triton_(poi|red|per|tem)_fused')
+        when 'pytorch/domain' then regexp_matches(n.l, '^(pytorch|torch|aten)\b')
+        when 'jax/name' then regexp_matches(n.l, '\bjax\b|\bxla\b|^(loop|input)_[a-z0-9_]*fusion(_[0-9]+)?$')
+        when 'jax/domain' then regexp_matches(n.l, '^(xla|jax)\b')
+        when 'tensorflow/name' then regexp_matches(n.l, 'tensorflow::|eigenmetakernel')
+        when 'tensorflow/domain' then regexp_matches(n.l, '^tensorflow\b')
+        when 'tensorrt/name' then regexp_matches(n.l, 'genericreformat::|__myl_|\btrt_|nvinfer1?::|tensorrt')
+        when 'tensorrt/domain' then regexp_matches(n.l, '^tensorrt\b')
+        when 'openacc-openmp/name' then regexp_matches(n.l, '^nvkernel_.*_f[0-9]+l[0-9]+|__pgi_uacc|__omp_offloading|_[0-9]+_gpu(__red)?$')
+        when 'openacc-openmp/domain' then regexp_matches(n.l, '^(openacc|openmp)\b')
+        when 'cuda-fortran/name' then regexp_matches(n.l, '^pgf90_|^[a-z][a-z0-9]*_[a-z0-9_]+_$')
+        when 'julia/name' then regexp_matches(n.l, '^(_z[0-9]+)?julia_')
+        when 'cupy-numba/name' then regexp_matches(n.l, '^cupy_|cudapy|\bnumba\b')
+        when 'triton/name' then regexp_matches(n.l, 'triton')
+        else false end
 )
 select
     capture_id,                     -- captures.capture_id
