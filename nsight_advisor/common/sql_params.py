@@ -1,4 +1,4 @@
-"""Run a statement with its parameters written as SQL literals (PREPARE, then EXECUTE), not bound from Python.
+"""Run a statement with its parameters written into it as SQL literals, not bound from Python.
 
 Why: the first time a statement gets Python parameters, DuckDB's Python package imports pandas to check their
 types. That is 0.5 s of every cold ``analyze`` of an Nsight Systems export, which needs pandas for nothing else
@@ -6,21 +6,27 @@ types. That is 0.5 s of every cold ``analyze`` of an Nsight Systems export, whic
 scans the NVTX stream's Arrow batches through ``pyarrow.dataset``, which imports it. A literal gets the type DuckDB
 gives the same Python value: int -> INTEGER or BIGINT by size, float -> DOUBLE, str -> VARCHAR, bool -> BOOLEAN,
 None -> NULL, a list -> a LIST (tests/test_sql_params.py compares the two). Values of any other type, and
-statements DuckDB cannot PREPARE, go through the ordinary binding.
+placeholders that do not match the parameters given (DuckDB then says what is wrong), go through the ordinary
+binding.
+
+The literals are written into the statement's text (``?`` in order, ``$name`` by name; never inside a comment, a
+string or a quoted name), not passed to a PREPARE and EXECUTE of it: that bound the statement twice, a quarter of
+the rules' time on a small capture (docs/performance.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:  # imported where a statement runs: the warm `analyze` path loads this module without duckdb
     import duckdb
 
-#: The one prepared-statement name used per connection: each PREPARE replaces the one before, and no
-#: DEALLOCATE follows the EXECUTE (a new statement would close the EXECUTE's result).
-_STATEMENT = "_nsight_advisor_bound"
+#: What a placeholder is never looked for in: comments, string literals ('...', $$...$$) and quoted names.
+SQL_SKIP = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$\$.*?\$\$", re.S)
+_PLACEHOLDER = re.compile(r"\?|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _TYPE_OF_MINIMUM = {-(2 ** 31): "INTEGER", -(2 ** 63): "BIGINT"}
@@ -59,19 +65,50 @@ def literal(value: Any) -> str:
 def execute(con: duckdb.DuckDBPyConnection, sql: str,
             params: Sequence[Any] | Mapping[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
     """``con.execute(sql, params)``, with ``params`` (``?`` in order, or ``$name`` by name) as literals."""
-    import duckdb
-
     if not params:
         return con.execute(sql)
     try:
-        if isinstance(params, Mapping):
-            args = ", ".join(f'"{name}" := {literal(value)}' for name, value in params.items())
-        else:
-            args = ", ".join(literal(value) for value in params)
+        text = inline(sql, params)
     except _NotLiteral:
         return con.execute(sql, params)
-    try:
-        con.execute(f"PREPARE {_STATEMENT} AS {sql}")
-    except duckdb.ParserException:  # not a statement DuckDB prepares (CREATE ... AS): bind it as usual
-        return con.execute(sql, params)
-    return con.execute(f"EXECUTE {_STATEMENT}({args})")
+    return con.execute(text)
+
+
+def inline(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> str:
+    """``sql`` with each placeholder outside comments, strings and quoted names replaced by its value's
+    :func:`literal`; _NotLiteral when a value has none, or the placeholders and ``params`` do not match (a ``?``
+    too many or too few, a ``$name`` not given, a name given but not used)."""
+    named = isinstance(params, Mapping)
+    values = list(params) if not named else None
+    used: set[str] = set()
+    position = 0
+
+    def one(match: re.Match) -> str:
+        nonlocal position
+        if match.group(0) == "?":
+            if named or position >= len(values):
+                raise _NotLiteral(match.group(0))
+            position += 1
+            return _operand(values[position - 1])
+        name = match.group(1)
+        if not named or name not in params:
+            raise _NotLiteral(name)
+        used.add(name)
+        return _operand(params[name])
+
+    out, pos = [], 0
+    for m in SQL_SKIP.finditer(sql):
+        out.append(_PLACEHOLDER.sub(one, sql[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_PLACEHOLDER.sub(one, sql[pos:]))
+    if (named and used != set(params)) or (not named and position != len(values)):
+        raise _NotLiteral(params)
+    return "".join(out)
+
+
+def _operand(value: Any) -> str:
+    """:func:`literal`, in parentheses where it is more than one token (a negative number after a '-' would
+    start a comment; a string with a NUL is a concatenation that a cast after it must take whole)."""
+    text = literal(value)
+    return f"({text})" if text.startswith("-") or " || " in text else text

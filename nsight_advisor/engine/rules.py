@@ -18,6 +18,7 @@ from nsight_advisor.engine.model import IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
 from nsight_advisor.engine.toml_checked import (  # noqa: F401 - PARAM_TYPES, coerce_value: the format's API
     PARAM_TYPES, TomlTable, coerce_value, locate, read_toml,
 )
+from nsight_advisor.common.sql_params import SQL_SKIP
 from nsight_advisor.common.errors import RuleError
 from nsight_advisor.common.regular_file import is_regular, read_regular_text
 from nsight_advisor.schema.tables import table_names
@@ -440,7 +441,7 @@ def find_rule(rules: list[Rule], key: str) -> Rule | None:
     return None
 
 
-_SQL_SKIP = re.compile(r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", re.S)
+_SQL_SKIP = SQL_SKIP  # comments, strings and quoted names: the one definition, where parameters are written in
 _SQL_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
