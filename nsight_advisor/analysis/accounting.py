@@ -86,7 +86,7 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
     A window that selects nothing in a capture (no such NVTX range) leaves that capture on its default window:
     the report's accounting names the window each capture got.
     """
-    from nsight_advisor.analysis.iterations import find_iterations
+    from nsight_advisor.analysis.iterations import find_all_iterations
     from nsight_advisor.analysis.steady import apply_steady_window
 
     chosen = window is not None and not window.whole
@@ -101,7 +101,7 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
                     con.execute(f"update analysis_window set source = {sql_params.literal(window.describe())}")
             # the iterations come from the whole default window (or the user's); the rest of the views from the
             # steady state when no window was given
-            iterations = {cid: find_iterations(con, cid) for cid in capture_ids}
+            iterations = find_all_iterations(con, capture_ids)
             if window is None:
                 apply_steady_window(con, iterations)
             continue

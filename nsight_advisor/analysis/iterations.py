@@ -19,7 +19,7 @@ compilation, autotuning), at most half of them. docs/impact.md says how the stea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from nsight_advisor.common import sql_params
 
@@ -74,12 +74,22 @@ def _quantile(ordered: list[int], q: float) -> int:
 
 def find_iterations(con: duckdb.DuckDBPyConnection, capture_id: int) -> Iterations | None:
     """The iterations of ``capture_id`` (NVTX ranges first, else the kernel sequence), or None when nothing repeats."""
-    spans, source = _nvtx_iterations(con, capture_id)
-    if not spans:
-        spans, source = _kernel_sequence_iterations(con, capture_id)
-    if len(spans) < MIN_ITERATIONS:
-        return None
-    return Iterations(tuple(spans), source, _warmup(spans))
+    return find_all_iterations(con, [capture_id])[int(capture_id)]
+
+
+def find_all_iterations(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict[int, Iterations | None]:
+    """:func:`find_iterations` of each capture, asked in a few queries for all of them (two per capture were most
+    of the queries of a many-rank analysis outside its rules)."""
+    ids = [int(c) for c in capture_ids]
+    found = _nvtx_iterations(con, ids)
+    rest = [c for c in ids if not found.get(c)]
+    if rest:
+        found.update(_kernel_sequence_iterations(con, rest))
+    out: dict[int, Iterations | None] = {}
+    for cid in ids:
+        spans, source = found.get(cid) or ([], "")
+        out[cid] = Iterations(tuple(spans), source, _warmup(spans)) if len(spans) >= MIN_ITERATIONS else None
+    return out
 
 
 def _warmup(spans: list[tuple[int, int]]) -> int:
@@ -91,87 +101,104 @@ def _warmup(spans: list[tuple[int, int]]) -> int:
     return warm
 
 
-def _nvtx_iterations(con, capture_id: int) -> tuple[list[tuple[int, int]], str]:
-    row = sql_params.execute(con, """
+def _nvtx_iterations(con, ids: list[int]) -> dict[int, tuple[list[tuple[int, int]], str]]:
+    rows = sql_params.execute(con, """
         with r as (
-            select pid, tid, domain, depth, regexp_replace(na_nvtx_name(text), '[0-9]+$', '') as name,
+            select capture_id, pid, tid, domain, depth, regexp_replace(na_nvtx_name(text), '[0-9]+$', '') as name,
                    start_ns, end_ns
             from nvtx_ranges
-            where capture_id = $cid and event_type <> 'mark' and tid is not null and end_ns > start_ns
+            where capture_id in (select unnest($ids::integer[])) and event_type <> 'mark' and tid is not null
+              and end_ns > start_ns
         ),
-        w as (select duration_ns from analysis_window where capture_id = $cid),
         groups as (
-            select pid, tid, domain, depth, name, count(*) as n, sum(end_ns - start_ns) as covered,
+            select capture_id, pid, tid, domain, depth, name, count(*) as n, sum(end_ns - start_ns) as covered,
                    max(end_ns) - min(start_ns) as stretch
             from r group by all having count(*) >= $min_n
+        ),
+        chosen as (
+            select g.capture_id, g.pid, g.tid, g.domain, g.depth, g.name
+            from groups g join analysis_window w on w.capture_id = g.capture_id
+            where g.covered >= $tiling * g.stretch and g.stretch >= $share * w.duration_ns
+            -- the longest-running name, the outermost at equal coverage
+            qualify row_number() over (partition by g.capture_id
+                                       order by g.covered desc, coalesce(g.depth, 0), g.name, g.pid, g.tid) = 1
         )
-        select pid, tid, domain, depth, name
-        from groups, w
-        where covered >= $tiling * stretch and stretch >= $share * w.duration_ns
-        -- the longest-running name, the outermost at equal coverage
-        order by covered desc, coalesce(depth, 0), name, pid, tid
-        limit 1""", {"cid": capture_id, "min_n": MIN_ITERATIONS, "tiling": MIN_TILING,
-                     "share": MIN_WINDOW_SHARE}).fetchone()
-    if row is None:
-        return [], ""
-    pid, tid, domain, depth, name = row
-    spans = sql_params.execute(con, """
-        select start_ns, end_ns from nvtx_ranges
-        where capture_id = $cid and pid = $pid and tid = $tid and domain = $domain
-          and depth is not distinct from $depth and event_type <> 'mark' and end_ns > start_ns
-          and regexp_replace(na_nvtx_name(text), '[0-9]+$', '') = $name
-        order by start_ns""", {"cid": capture_id, "pid": pid, "tid": tid, "domain": domain, "depth": depth,
-                               "name": name}).fetchall()
-    shown = name + "N" if name.endswith("#") else name
-    return [(int(s), int(e)) for s, e in spans], f"NVTX range '{shown}'"
+        select r.capture_id, c.name, r.start_ns, r.end_ns
+        from r join chosen c
+            on c.capture_id = r.capture_id and c.pid = r.pid and c.tid = r.tid and c.domain = r.domain
+           and c.depth is not distinct from r.depth and c.name = r.name
+        order by r.capture_id, r.start_ns, r.end_ns""", {"ids": ids, "min_n": MIN_ITERATIONS, "tiling": MIN_TILING,
+                                                          "share": MIN_WINDOW_SHARE}).fetchall()
+    out: dict[int, tuple[list[tuple[int, int]], str]] = {}
+    for cid, name, start, end in rows:
+        if cid not in out:
+            shown = name + "N" if name.endswith("#") else name
+            out[cid] = ([], f"NVTX range '{shown}'")
+        out[cid][0].append((int(start), int(end)))
+    return out
 
 
-def _kernel_sequence_iterations(con, capture_id: int) -> tuple[list[tuple[int, int]], str]:
+def _kernel_sequence_iterations(con, ids: list[int]) -> dict[int, tuple[list[tuple[int, int]], str]]:
     rows = sql_params.execute(con, """
         with device as (
-            select device_id from kernel_rows where capture_id = $cid
-            group by device_id order by sum(duration_ns) desc, device_id limit 1
+            select capture_id, device_id from kernel_rows where capture_id in (select unnest($ids::integer[]))
+            group by capture_id, device_id
+            qualify row_number() over (partition by capture_id order by sum(duration_ns) desc, device_id) = 1
         ),
         k as (
-            select name_id, start_ns, end_ns from kernel_rows
-            where capture_id = $cid and device_id is not distinct from (select device_id from device)
+            select k.capture_id, k.name_id, k.start_ns, k.end_ns from kernel_rows k
+            join device d on d.capture_id = k.capture_id and k.device_id is not distinct from d.device_id
         ),
+        last as (select capture_id, max(end_ns) as end_ns from k group by capture_id),
         counts as (
-            select name_id, count(*) as n, min(start_ns) as first_ns from k group by name_id having count(*) >= $min_n
+            select capture_id, name_id, count(*) as n, min(start_ns) as first_ns from k group by capture_id, name_id
+            having count(*) >= $min_n
         ),
         period as (
             -- the launch count shared by the most names (the larger count at a tie): once per iteration
-            select n from counts group by n having count(*) >= 2 order by count(*) desc, n desc limit 1
+            select capture_id, n from counts group by capture_id, n having count(*) >= 2
+            qualify row_number() over (partition by capture_id order by count(*) desc, n desc) = 1
         ),
         members as (
-            select name_id from counts where n = (select n from period)
+            select c.capture_id, c.name_id, c.first_ns from counts c join period p using (capture_id, n)
         ),
         marker as (
-            select name_id from counts where name_id in (select name_id from members)
-            order by first_ns, name_id limit 1
+            select capture_id, name_id from members
+            qualify row_number() over (partition by capture_id order by first_ns, name_id) = 1
         ),
         starts as (
-            select start_ns, row_number() over (order by start_ns) as i,
-                   coalesce(lead(start_ns) over (order by start_ns), (select max(end_ns) + 1 from k)) as next_ns
-            from k where name_id = (select name_id from marker)
+            select k.capture_id, k.start_ns,
+                   row_number() over (partition by k.capture_id order by k.start_ns) as i,
+                   coalesce(lead(k.start_ns) over (partition by k.capture_id order by k.start_ns), l.end_ns + 1)
+                       as next_ns
+            from k join marker m using (capture_id, name_id) join last l using (capture_id)
         ),
         launches as (
-            select name_id, start_ns, row_number() over (partition by name_id order by start_ns) as i
-            from k where name_id in (select name_id from members)
+            select k.capture_id, k.name_id, k.start_ns,
+                   row_number() over (partition by k.capture_id, k.name_id order by k.start_ns) as i
+            from k semi join members m on m.capture_id = k.capture_id and m.name_id = k.name_id
         ),
         placed as (
             -- a name launched once per iteration launches its i-th time within the i-th iteration; a name whose
             -- count only happens to match (a kernel of every other step, launched twice in some) does not
-            select count(*) filter (where bad = 0) as consistent, count(*) as names
-            from (select l.name_id, count(*) filter (where l.start_ns < s.start_ns or l.start_ns >= s.next_ns) as bad
-                  from launches l join starts s using (i) group by l.name_id)
+            select capture_id, count(*) filter (where bad = 0) as consistent, count(*) as names
+            from (select l.capture_id, l.name_id,
+                         count(*) filter (where l.start_ns < s.start_ns or l.start_ns >= s.next_ns) as bad
+                  from launches l join starts s using (capture_id, i) group by l.capture_id, l.name_id)
+            group by capture_id
         )
-        select s.start_ns, s.next_ns, (select max(end_ns) from k), p.consistent, p.names
-        from starts s, placed p order by s.start_ns""", {"cid": capture_id, "min_n": MIN_ITERATIONS}).fetchall()
-    # the marker and at least one other name, and most of the names sharing the count, keep to the iterations
-    if not rows or rows[0][3] < 2 or 2 * rows[0][3] < rows[0][4]:
-        return [], ""
-    # the last iteration runs to the device's last kernel: what follows the last marker belongs to it
-    spans = [(int(start), int(last) if i == len(rows) - 1 else int(nxt))
-             for i, (start, nxt, last, _, _) in enumerate(rows)]
-    return spans, "kernel sequence"
+        select s.capture_id, s.start_ns, s.next_ns, l.end_ns, p.consistent, p.names
+        from starts s join placed p using (capture_id) join last l using (capture_id)
+        order by s.capture_id, s.start_ns""", {"ids": ids, "min_n": MIN_ITERATIONS}).fetchall()
+    per: dict[int, list[tuple]] = {}
+    for cid, *row in rows:
+        per.setdefault(cid, []).append(tuple(row))
+    out: dict[int, tuple[list[tuple[int, int]], str]] = {}
+    for cid, mine in per.items():
+        # the marker and at least one other name, and most of the names sharing the count, keep to the iterations
+        if mine[0][3] < 2 or 2 * mine[0][3] < mine[0][4]:
+            continue
+        # the last iteration runs to the device's last kernel: what follows the last marker belongs to it
+        out[cid] = ([(int(start), int(last) if i == len(mine) - 1 else int(nxt))
+                     for i, (start, nxt, last, _, _) in enumerate(mine)], "kernel sequence")
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from nsight_advisor.analysis.iterations import find_iterations
+from nsight_advisor.analysis.iterations import find_all_iterations
 from nsight_advisor.common import sql_params
 
 if TYPE_CHECKING:
@@ -21,19 +21,22 @@ Steps = tuple[list[tuple[int, int]], str]
 
 def capture_steps(con: duckdb.DuckDBPyConnection, capture_id: int) -> Steps | None:
     """The steps of a capture: its steady iterations, else its ``ProfilerStep#N`` ranges; None without either."""
-    found = find_iterations(con, capture_id)
-    if found is not None:
-        return list(found.spans[found.warmup:]), found.source
-    rows = sql_params.execute(con, """
-        select start_ns, end_ns from nvtx_ranges
-        where capture_id = $cid and regexp_matches(text, '^ProfilerStep#[0-9]+$') and end_ns > start_ns
-        order by start_ns""", {"cid": capture_id}).fetchall()
-    if rows:
-        return [(int(s), int(e)) for s, e in rows], "NVTX range 'ProfilerStep#N'"
-    return None
+    return steps_of(con, [capture_id]).get(int(capture_id))
 
 
 def steps_of(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict[int, Steps]:
-    """The captures, of ``capture_ids``, that have steps, with their steps."""
-    found = {int(c): capture_steps(con, int(c)) for c in capture_ids}
-    return {c: v for c, v in found.items() if v}
+    """The captures, of ``capture_ids``, that have steps, with their steps (asked for all captures at once)."""
+    ids = [int(c) for c in capture_ids]
+    out: dict[int, Steps] = {}
+    for cid, found in find_all_iterations(con, ids).items():
+        if found is not None:
+            out[cid] = (list(found.spans[found.warmup:]), found.source)
+    rest = [c for c in ids if c not in out]
+    if rest:
+        for cid, start, end in sql_params.execute(con, """
+                select capture_id, start_ns, end_ns from nvtx_ranges
+                where capture_id in (select unnest($ids::integer[])) and regexp_matches(text, '^ProfilerStep#[0-9]+$')
+                  and end_ns > start_ns
+                order by capture_id, start_ns""", {"ids": rest}).fetchall():
+            out.setdefault(int(cid), ([], "NVTX range 'ProfilerStep#N'"))[0].append((int(start), int(end)))
+    return {c: out[c] for c in ids if c in out}
