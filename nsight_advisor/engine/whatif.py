@@ -171,6 +171,7 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     paths = step_paths(model.graph, model.steps, model.base)
     given = skipped = 0
     budget = MAX_ANALYSIS_REPLAY_OPS
+    replayed = []
     for f in findings:
         if f.capture_id not in model.steps or f.impact_ns <= 0:
             continue
@@ -178,7 +179,10 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
             skipped += 1
             continue
         budget -= len(model.graph)
-        change = _fix_of(con, model, f)
+        replayed.append(f)
+    gaps = _finding_gaps(con, model, [f for f in replayed if f.internal.get("part", "kernel") == "idle"])
+    for f in replayed:
+        change = _fix_of(con, model, f, gaps)
         if change is None:
             continue
         f.critical_path_pct = paths.share_pct(f.capture_id, change)
@@ -195,12 +199,12 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
             **({"findings_not_replayed": skipped} if skipped else {})}
 
 
-def _fix_of(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
+def _fix_of(con, model: StepModel, f: Finding, gaps: dict[int, list[tuple]]) -> dict[str, Any] | None:
     part = f.internal.get("part", "kernel")
     if part == "kernel":
         return _kernel_fix(con, model, f)
     if part == "idle":
-        return _idle_fix(con, model, f)
+        return _idle_fix(model, f, gaps.get(id(f)) or [])
     return None
 
 
@@ -283,36 +287,59 @@ def _kernel_time(con, model: StepModel, capture_id: int, device_id) -> dict[str,
     return out
 
 
-def _idle_fix(con, model: StepModel, f: Finding) -> dict[str, Any] | None:
-    """The gaps of the finding's causes closed: the host's work within them removed (the part of each stretch of
-    host work between two calls that lies in a gap; an allocation's or a staged copy's call itself), and a
-    synchronization whose return opened a sync gap no longer waiting."""
-    causes = list(f.internal.get("causes") or ())
-    if not causes or f.device_id is None:
-        return None
+def _finding_gaps(con, model: StepModel, findings: list[Finding]) -> dict[int, list[tuple]]:
+    """Each idle finding's own gaps (start_ns, end_ns, cause) on its capture's clock, keyed by ``id(finding)``,
+    asked in one query for all of them: a rule claims the longest gaps of its causes (gpu-idle-gap those of 1 ms or
+    more), so the longest ones until they hold its impact (ties: the earlier first); of those, the ones the
+    graph's steps meet (a gap outside them holds none of its operations). Chosen in SQL: a long capture has a
+    million gaps."""
+    asked = []
     g = model.graph
-    offset = g.clock(f.capture_id, 0)
-    mine = g.ops["capture_id"].to_numpy() == f.capture_id
-    if not mine.any():
-        return None
-    # the finding's own gaps: a rule claims the longest of its causes (gpu-idle-gap those of 1 ms or more), so the
-    # longest ones until they hold its impact (ties: the earlier first); of those, the ones the graph's steps meet
-    # (a gap outside them holds none of its operations), chosen in SQL: a long capture has a million gaps
-    gaps = sql_params.execute(con, """
-        with g as (
-            select start_ns, end_ns, cause, end_ns - start_ns as d from gpu_idle_gaps
-            where capture_id = $cid and device_id = $dev and cause in (select unnest($causes::varchar[]))
-              and position = 'between'
+    capture = g.ops["capture_id"].to_numpy()
+    starts, ends = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)
+    for f in findings:
+        causes = [str(c) for c in f.internal.get("causes") or ()]
+        mine = capture == f.capture_id
+        if not causes or f.device_id is None or not mine.any():
+            continue
+        offset = g.clock(f.capture_id, 0)
+        asked.append((f, causes, int(starts[mine].min()) - offset, int(ends[mine].max()) - offset))
+    if not asked:
+        return {}
+    rows = sql_params.execute(con, """
+        with f as (
+            select unnest($k::integer[]) as k, unnest($c::integer[]) as capture_id, unnest($d::integer[]) as device_id,
+                   unnest($causes::varchar[][]) as causes, unnest($impact::bigint[]) as impact,
+                   unnest($lo::bigint[]) as lo, unnest($hi::bigint[]) as hi
+        ),
+        g as (
+            select f.k, f.impact, f.lo, f.hi, g.start_ns, g.end_ns, g.cause, g.end_ns - g.start_ns as d
+            from f join gpu_idle_gaps g
+                on g.capture_id = f.capture_id and g.device_id = f.device_id and list_contains(f.causes, g.cause)
+               and g.position = 'between'
         ),
         held as (
-            select *, sum(d) over (order by d desc, start_ns rows unbounded preceding) as total from g
+            select *, sum(d) over (partition by k order by d desc, start_ns rows unbounded preceding) as total from g
         )
-        select start_ns, end_ns, cause from held
-        where total - d < $impact and end_ns >= $lo and start_ns <= $hi
-        order by start_ns""",
-                              {"cid": f.capture_id, "dev": f.device_id, "causes": causes, "impact": int(f.impact_ns),
-                               "lo": int(g.ops["start_ns"].to_numpy(np.int64)[mine].min()) - offset,
-                               "hi": int(g.ops["end_ns"].to_numpy(np.int64)[mine].max()) - offset}).fetchall()
+        select k, start_ns, end_ns, cause from held
+        where total - d < impact and end_ns >= lo and start_ns <= hi
+        order by k, start_ns""",
+                              {"k": list(range(len(asked))), "c": [int(f.capture_id) for f, *_ in asked],
+                               "d": [int(f.device_id) for f, *_ in asked], "causes": [c for _f, c, _l, _h in asked],
+                               "impact": [int(f.impact_ns) for f, *_ in asked], "lo": [lo for *_, lo, _h in asked],
+                               "hi": [hi for *_, hi in asked]}).fetchall()
+    out: dict[int, list[tuple]] = {}
+    for k, start, end, cause in rows:
+        out.setdefault(id(asked[k][0]), []).append((start, end, cause))
+    return out
+
+
+def _idle_fix(model: StepModel, f: Finding, gaps: list[tuple]) -> dict[str, Any] | None:
+    """The gaps of the finding's causes closed (its gaps: :func:`_finding_gaps`): the host's work within them
+    removed (the part of each stretch of host work between two calls that lies in a gap; an allocation's or a
+    staged copy's call itself), and a synchronization whose return opened a sync gap no longer waiting."""
+    g = model.graph
+    offset = g.clock(f.capture_id, 0)
     if not gaps:
         return None
     lo = np.array([s + offset for s, _e, _c in gaps], np.int64)
