@@ -8,6 +8,7 @@ reads the partition into the report's ``accounting`` objects. docs/impact.md des
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -141,8 +142,15 @@ def _has_nested_calls(con, capture_ids: Sequence[int]) -> bool:
 
 def stored(con, view: str) -> str:
     """The store's own view ``view``, fully qualified: ``main.view`` would find a temp table of that name first."""
-    database = con.execute("select current_database()").fetchone()[0]
+    database = _DATABASES.get(con)
+    if database is None:  # asked once per connection (an analysis asks for about 20 views)
+        database = _DATABASES[con] = con.execute("select current_database()").fetchone()[0]
     return '"' + database.replace('"', '""') + '".main.' + view
+
+
+#: Each open connection's database name (a connection cannot change its default database without USE, which the
+#: analysis never runs).
+_DATABASES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _set_window(con, capture_ids: Sequence[int], window: WindowSpec) -> None:
