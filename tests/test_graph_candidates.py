@@ -94,6 +94,15 @@ def test_critical_path_share_of_a_kernel(memory_store):
     assert held_a == round(100 * 990 / 1005, 1)
     assert paths.share_pct(1, {"own_scale": np.where(kernel_ops(g, "short_b"), 0.5, 1.0)}) == 0.0
     assert paths.share_pct(2, {"own_scale": np.ones(len(g))}) is None  # no such capture
+    # dropping the synchronization's wait: the path holds the time the host sat blocked in it, from where the call
+    # would have returned on its own to the end of its wait (A's time on the path, then the return), not only the
+    # 5 µs return latency of its own segment
+    sync = (g.ops["name"] == "cudaDeviceSynchronize").to_numpy()
+    (i,) = np.flatnonzero(sync)
+    blocked = us(1005) - (us(12) + int(g.own_ns[i]))
+    assert 0 < g.own_ns[i] < us(100)
+    assert paths.share_pct(1, {"drop_wait": sync}) == round(100 * blocked / us(1005), 1)
+    assert paths.share_pct(1, {"drop_wait": np.zeros(len(g), bool)}) == 0.0
 
 
 def _finding(rule, severity, impact, saving=None):

@@ -2,8 +2,10 @@
 
 A finding's operations are what its fix changes in the replay (engine/whatif.py): the kernels it shortens (their
 time on the path), the host work it removes (the part of each stretch of host work on the path that its gaps
-hold) and the synchronizations it stops waiting (their wait for the GPU on the path). The paths are those of every
-replayed step of the finding's capture, walked once on the recorded times.
+hold) and the synchronizations it stops waiting (the time on the path that the host sat blocked in them: from
+where the call would have returned on its own to the end of its wait, which the path spends on the GPU work the
+call waited for; the wait's own segment is only the return's latency). The paths are those of every replayed step
+of the finding's capture, walked once on the recorded times.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class StepPaths:
     what: np.ndarray  # 0 an op's own time, 1 host work, 2 a wait for the GPU, 3 anything else
     length_ns: np.ndarray
     total_ns: dict[int, float]  # each capture's summed path length (= its steps' summed length)
+    blocked_ns: np.ndarray | None = None  # a wait segment: the path's time the host sat blocked in its call
 
     def share_pct(self, capture_id: int, change: dict[str, Any]) -> float | None:
         """The share of ``capture_id``'s paths held by the operations a replay ``change`` (the keyword arguments
@@ -50,15 +53,17 @@ class StepPaths:
             held += np.where(self.what == 1, self.length_ns * (1.0 - np.clip(lag[op], 0.0, 1.0)), 0.0)
         drop = change.get("drop_wait")
         if drop is not None:
-            held += np.where((self.what == 2) & drop[op], self.length_ns, 0.0)
+            blocked = self.blocked_ns if self.blocked_ns is not None else self.length_ns
+            held += np.where((self.what == 2) & drop[op], blocked, 0.0)
         return round(100.0 * min(float(held[mine].sum()) / total, 1.0), 1)
 
 
 def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
                base: tuple[np.ndarray, np.ndarray]) -> StepPaths:
     """The critical path of every one of ``steps`` (per capture, graph clock) on the replayed times ``base``."""
-    capture, op, what, length = [], [], [], []
+    capture, op, what, length, blocked = [], [], [], [], []
     total: dict[int, float] = {}
+    ns = base[0]
     for cid, spans in steps.items():
         lasts = last_ops(graph, cid, [e for _s, e in spans], base[1])
         for (s, e), last in zip(spans, lasts):
@@ -69,5 +74,10 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
                 what.append(0 if label in _OWN else 1 if label == _HOST_WORK else 2 if label == _GPU_WAIT else 3)
                 length.append(seg["end_ns"] - seg["start_ns"])
                 total[cid] = total.get(cid, 0.0) + length[-1]
+                if what[-1] == 2:  # the call would have returned at its start plus its own time, without the wait
+                    i = seg["op"]
+                    blocked.append(max(seg["end_ns"] - max(float(ns[i] + graph.own_ns[i]), s), 0.0))
+                else:
+                    blocked.append(0.0)
     return StepPaths(np.asarray(capture, np.int64), np.asarray(op, np.int64), np.asarray(what, np.int8),
-                     np.asarray(length, np.float64), total)
+                     np.asarray(length, np.float64), total, np.asarray(blocked, np.float64))
