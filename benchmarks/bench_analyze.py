@@ -82,6 +82,14 @@ print(sum(o.elapsed_s for o in result.outcomes))
 """
 
 
+def compile_package(checkout: Path = REPO) -> None:
+    """Write the bytecode of ``checkout``'s package, as ``pip install`` does for an installed copy: with stale or
+    absent .pyc files (a fresh checkout, or PYTHONDONTWRITEBYTECODE set) every run would compile the sources
+    again, 0.07 s of a small capture's cold run that no installed copy pays."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(checkout / "nsight_advisor")], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def measure(argv: list[str], env: dict | None = None, cwd: Path = REPO) -> dict:
     """Wall time, CPU time, peak RSS (MB) and exit code of ``argv`` run in a fresh process tree, in ``cwd``
     (``python -m`` puts the working folder first on sys.path, ahead of PYTHONPATH: it decides which checkout

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_analyze import measure, nsys_anchor  # noqa: E402  (one way of measuring a command)
+from bench_analyze import compile_package, measure, nsys_anchor  # noqa: E402  (one way of measuring a command)
 from bench_ingest import DEFAULT_SOURCE, build_export  # noqa: E402  (the one replay generator)
 
 
@@ -49,6 +49,9 @@ def main() -> None:
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()))
     args = ap.parse_args()
+    compile_package()  # what an installed copy runs: its bytecode written (bench_analyze.compile_package)
+    if args.baseline:
+        compile_package(args.baseline)
     have_nsys = shutil.which("nsys") is not None
     if not have_nsys and not args.baseline:
         sys.exit("nsys is not on PATH: the ratio needs `nsys stats` (Debian non-free: apt-get install nsight-systems) "

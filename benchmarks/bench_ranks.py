@@ -35,7 +35,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_analyze import compile_package  # noqa: E402  (one way of preparing the package for measurement)
 from synthetic_rank_files import write_ranks  # noqa: E402
 
 DLRM = REPO.parent / "shared" / "traces" / "kineto" / "dlrm_8rank"
@@ -136,6 +138,7 @@ def main() -> None:
     ap.add_argument("--ray-cpus", type=int, default=2)
     ap.add_argument("--no-analyze", action="store_true", help="with --ingest: measure the ingest only")
     args = ap.parse_args()
+    compile_package()  # what an installed copy runs: its bytecode written (bench_analyze.compile_package)
     if not args.ingest:
         work = Path(tempfile.mkdtemp(prefix="bench-ranks-"))
         try:
