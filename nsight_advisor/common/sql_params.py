@@ -2,8 +2,8 @@
 
 Why: the first time a statement gets Python parameters, DuckDB's Python package imports pandas to check their
 types. That is 0.5 s of every cold ``analyze`` of an Nsight Systems export, which needs pandas for nothing else
-(found with an import trap, measured with ``python -X importtime``). A full ``ingest`` loads pandas anyway: DuckDB
-scans the NVTX stream's Arrow batches through ``pyarrow.dataset``, which imports it. A literal gets the type DuckDB
+(found with an import trap, measured with ``python -X importtime``). An export with NVTX ranges loads pandas
+anyway: pyarrow imports it the first time it builds an array (the ranges' depth walk). A literal gets the type DuckDB
 gives the same Python value: int -> INTEGER or BIGINT by size, float -> DOUBLE, str -> VARCHAR, bool -> BOOLEAN,
 None -> NULL, a list -> a LIST (tests/test_sql_params.py compares the two). Values of any other type, and
 placeholders that do not match the parameters given (DuckDB then says what is wrong), go through the ordinary

@@ -15,6 +15,7 @@ from typing import Collection
 
 import duckdb
 
+from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.schema import TABLES
 from nsight_advisor.store.database import connect
@@ -57,11 +58,11 @@ def ingest_capture_tables(capture_id: int, path: Path, *, threads: int = 1, defe
 def merge_capture_tables(con: duckdb.DuckDBPyConnection, tables: dict) -> None:
     """Append one capture's tables (from :func:`ingest_capture_tables`) to the store behind ``con``."""
     for table in TABLES:
-        if not table.stored or table.name not in tables:
-            continue
+        if not table.stored or table.name not in tables or not tables[table.name].num_rows:
+            continue  # most of a capture's ~50 tables are empty: nothing to append
         cols = ", ".join(table.column_names)
-        con.register("nsa_capture_part", tables[table.name])
+        stream_view(con, "nsa_capture_part", tables[table.name])
         try:
             con.execute(f"INSERT INTO main.{table.name} ({cols}) SELECT {cols} FROM nsa_capture_part")
         finally:
-            con.unregister("nsa_capture_part")
+            drop_view(con, "nsa_capture_part")

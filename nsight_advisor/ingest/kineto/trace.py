@@ -24,6 +24,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
 from nsight_advisor.common import sql_params
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.gc_pause import gc_paused
@@ -152,7 +153,7 @@ class _Ingest:
     def write(self, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
         """Sink of :class:`EventRows`: one batch into its table (direct) or its stage."""
         batch = self._arrow(table, columns, rows)
-        self.con.register("kineto_batch", batch)
+        stream_view(self.con, "kineto_batch", batch)
         try:
             if table == "api_calls":
                 self.sql("""
@@ -171,7 +172,7 @@ class _Ingest:
             else:
                 self.sql(f"INSERT INTO {self.stage(table)} SELECT * FROM kineto_batch")
         finally:
-            self.con.unregister("kineto_batch")
+            drop_view(self.con, "kineto_batch")
 
     def _arrow(self, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
         """The batch as an Arrow table; InputError naming the column when a value does not fit its type."""
@@ -242,11 +243,11 @@ class _Ingest:
         if names:
             table = pa.table({"name_id": pa.array(list(names.values()), pa.int64()),
                               "name": pa.array(list(names), pa.string())})
-            self.con.register("kineto_names", table)
+            stream_view(self.con, "kineto_names", table)
             try:
                 self.sql("INSERT INTO kernel_names SELECT $cid, name_id, name FROM kineto_names", {"cid": self.cid})
             finally:
-                self.con.unregister("kineto_names")
+                drop_view(self.con, "kineto_names")
         self.sql(f"""
             INSERT INTO kernel_occupancy
             SELECT $cid, {_i32('device_id')}, {_i32('stream_id')}, correlation_id, start_ns, blocks_per_sm,
@@ -296,7 +297,7 @@ class _Ingest:
         stream = DepthStream()
         writer = self.con.cursor()  # the first connection is busy streaming the stage
         try:
-            writer.register("kineto_ranges", pa.RecordBatchReader.from_batches(
+            stream_view(writer, "kineto_ranges", pa.RecordBatchReader.from_batches(
                 stream.output_schema(reader.schema), stream.batches(reader)))
             sql_params.execute(writer, """
                 INSERT INTO nvtx_rows

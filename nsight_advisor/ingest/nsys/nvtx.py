@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import duckdb
 
+from nsight_advisor.ingest.arrow_scan import stream_view
 from nsight_advisor.common import sql_params
 from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.gc_pause import gc_paused
@@ -113,7 +114,7 @@ def insert_nvtx(reader: ExportReader, nvtx: NvtxStream, *, ordered: bool) -> Non
             # busy).
             reads = prefetched(iter(rows), name="nvtx-read")
             batches = prefetched(nvtx.walked(stream, reads))
-            writer.register("nvtx_batches", pa.RecordBatchReader.from_batches(
+            stream_view(writer, "nvtx_batches", pa.RecordBatchReader.from_batches(
                 stream.output_schema(nvtx.schema(rows)), batches))
             sql_params.execute(writer, f"""
                 INSERT INTO nvtx_rows
