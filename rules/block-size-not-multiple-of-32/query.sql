@@ -4,8 +4,11 @@ with sizes as (
     select 'nsys' as source, k.name, coalesce(k.short_name, k.name) as short_name, k.threads_per_block,
            count(*) as launches, sum(k.duration_ns) as duration_ns
     from kernels k
-    where k.capture_id = $capture_id and k.threads_per_block > 0 and not na_comm_name(k.name)
+    where k.capture_id = $capture_id and k.threads_per_block > 0
     group by k.name, k.short_name, k.threads_per_block
+    -- the name pattern once per group, not once per launch (any_value: a filter on a group key would be pushed
+    -- below the grouping again)
+    having not na_comm_name(any_value(k.name))
     union all
     select 'ncu' as source, k.name, coalesce(k.short_name, k.name) as short_name, k.threads_per_block,
            count(*) as launches, cast(sum(k.duration_ns) as bigint) as duration_ns

@@ -25,9 +25,10 @@ timeline as (
     from kernel_launches l
     left join floors f on f.device_id = l.device_id
     where l.capture_id = $capture_id and l.sm_count > 0 and l.blocks > 0
-  -- communication kernels (NCCL & co.) size their grids by design: their cost is the communication rules'
-      and not na_comm_name(l.name)
     group by l.name, l.short_name, l.device_id, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z
+    -- communication kernels (NCCL & co.) size their grids by design: their cost is the communication rules'
+    -- (the name pattern once per group, not once per launch; any_value keeps it above the grouping)
+    having not na_comm_name(any_value(l.name))
 ),
 ncu_sm as (
     select m.kernel_id, max(m.value) as sm_count

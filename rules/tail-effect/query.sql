@@ -14,9 +14,11 @@ with timeline as (
         any_value(l.waves) as waves,
         sum(l.duration_ns) as duration_ns
     from kernel_launches l
-    where l.capture_id = $capture_id and l.waves is not null and not na_comm_name(l.name)
+    where l.capture_id = $capture_id and l.waves is not null
     group by l.name, l.short_name, l.device_id, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
              l.registers_per_thread, l.shared_mem_bytes
+    -- the name pattern once per group, not once per launch (any_value keeps it above the grouping)
+    having not na_comm_name(any_value(l.name))
 ),
 ncu_waves as (
     select kernel_id, max(value) as waves
