@@ -8,6 +8,7 @@ import json
 
 import duckdb
 
+from nsight_advisor.common import sql_params
 from nsight_advisor.schema.hardware import lookup_gpu
 
 #: The profiler call that records the CUDA activity of a trace (what a missing table asks for).
@@ -42,6 +43,7 @@ def _insert_gpus(con: duckdb.DuckDBPyConnection, capture_id: int, props) -> bool
     if not isinstance(props, list):
         return False
     seen: set[int] = set()
+    rows = []
     for p in props:
         if not isinstance(p, dict) or _small_int(p.get("id")) is None or p["id"] in seen:
             continue
@@ -52,7 +54,7 @@ def _insert_gpus(con: duckdb.DuckDBPyConnection, capture_id: int, props) -> bool
         major, minor = _small_int(p.get("computeMajor")), _small_int(p.get("computeMinor"))
         warp = _small_int(p.get("warpSize"))
         threads_sm = _small_int(p.get("maxThreadsPerMultiprocessor"))
-        con.execute("INSERT INTO gpus VALUES (" + ", ".join(["?"] * 24) + ")", [
+        rows.append([
             capture_id, p["id"], name, None, _small_int(p.get("numSms")),
             f"{major}.{minor}" if major is not None and minor is not None else None, major, minor,
             _big_int(p.get("totalGlobalMem")), _big_int(p.get("l2CacheSize")), None,
@@ -64,6 +66,9 @@ def _insert_gpus(con: duckdb.DuckDBPyConnection, capture_id: int, props) -> bool
             spec.fp32_flops_per_s if spec else None, spec.fp16_tensor_flops_per_s if spec else None,
             spec.tf32_tensor_flops_per_s if spec else None, spec.fp8_tensor_flops_per_s if spec else None,
         ])
+    if rows:  # one statement for every device (a node's trace lists all eight GPUs of the node)
+        con.execute("INSERT INTO gpus VALUES " + ", ".join(
+            "(" + ", ".join(sql_params.literal(v) for v in row) + ")" for row in rows))
     return bool(seen)
 
 
