@@ -79,7 +79,8 @@ def test_a_cold_analyze_of_an_nsys_export_never_imports_pandas(tmp_path) -> None
     """What the module is for: pandas (0.5 s) stays unimported on the nsys path, ingest and rules included.
 
     NVTX ranges, when an analysis loads them (tables under DEFER_MIN_ROWS always load: they name the causes of
-    idle gaps), stream through Arrow, whose DuckDB scan imports pandas; the export here has none. The one step that
+    idle gaps), stream through Arrow, and pyarrow imports pandas when it first builds an array; the export here has
+    none. The one step that
     may import it is the replay of the capture's steps (analysis/step_graph.py, issue 31), which this capture has:
     the first import of pandas must come from there, after the rules ran."""
     import shutil
@@ -116,3 +117,31 @@ def test_a_cold_analyze_of_an_nsys_export_never_imports_pandas(tmp_path) -> None
     assert not stack or "analysis/step_graph.py" in stack, stack
     assert "engine/runner.py" not in stack and "ingest/" not in stack, stack
     assert (tmp_path / "report.html").stat().st_size > 10_000
+
+
+def test_ingest_of_an_nsys_export_into_a_store_never_imports_pandas(tmp_path) -> None:
+    """``ingest --store`` checks the store for the capture first: a Python-bound parameter there imported pandas
+    (0.25 s, most of a small export's ingest), as DuckDB does on its first one. Checked in ``sys.modules`` at the
+    end, which also sees an import made from DuckDB's C++ side."""
+    import shutil
+    import sqlite3
+
+    export = tmp_path / "no_nvtx.sqlite"
+    shutil.copy(REPO / "sample_traces" / "demo_training_step.sqlite", export)
+    db = sqlite3.connect(export)
+    db.execute("DROP TABLE NVTX_EVENTS")
+    db.commit()
+    db.close()
+    script = ("import sys\n"
+              "from nsight_advisor.cli import main\n"
+              "try:\n"
+              "    main(['ingest', sys.argv[1], '--store', sys.argv[2]], standalone_mode=False)\n"
+              "finally:\n"
+              "    print('pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "store.duckdb")],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")},
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+    assert (tmp_path / "store.duckdb").stat().st_size > 0

@@ -23,6 +23,7 @@ from typing import Callable, TypeVar
 
 import duckdb
 
+from nsight_advisor.common import sql_params
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.common.text import first_line, printable
 
@@ -93,8 +94,8 @@ def _through_link(ingest, con, capture_id: int, path: Path, *args, **kwargs):
     finally:
         link.unlink()
         release(link.parent)
-    con.execute("UPDATE captures SET source_path = ?, source_name = ? WHERE capture_id = ?",
-                [shown, Path(shown).name, capture_id])
+    sql_params.execute(con, "UPDATE captures SET source_path = ?, source_name = ? WHERE capture_id = ?",
+                       [shown, Path(shown).name, capture_id])
     return result
 
 

@@ -15,6 +15,7 @@ from typing import Collection
 
 import duckdb
 
+from nsight_advisor.common import sql_params
 from nsight_advisor.common.errors import InputError
 
 EXPORT_TIMEOUT_S = 600
@@ -57,9 +58,9 @@ def ingest_nsys_report(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
         ingest_nsys_sqlite(con, capture_id, out, progress=progress, defer=defer)
         # The temporary export disappears: point the capture at the report the user gave.
         st = path.stat()
-        con.execute("UPDATE captures SET source_path = ?, source_name = ?, source_size_bytes = ?, source_mtime_ns = ?, "
-                    "format = 'nsys-rep' WHERE capture_id = ?",
-                    [str(path.resolve()), path.name, st.st_size, st.st_mtime_ns, capture_id])
+        sql_params.execute(con, "UPDATE captures SET source_path = ?, source_name = ?, source_size_bytes = ?, "
+                           "source_mtime_ns = ?, format = 'nsys-rep' WHERE capture_id = ?",
+                           [str(path.resolve()), path.name, st.st_size, st.st_mtime_ns, capture_id])
 
 
 def _last_line(text: str | None) -> str:
