@@ -72,3 +72,37 @@ def test_quantiles_interpolate_like_numpy():
     assert _quantile([10, 20, 30, 40], 0.5) == 25
     assert _quantile([10, 20, 30, 40], 0.1) == 13
     assert _quantile([7], 0.9) == 7
+
+
+def test_iterations_of_several_captures_at_once_are_each_captures_own(tmp_path):
+    """find_all_iterations asks for every capture in one query per kind: one store holding an NVTX-stepped trace,
+    two kernel-sequence exports and one without iterations gives each capture what a store of it alone gives
+    (the queries partition by capture; a mix-up would move one capture's steps or source to another)."""
+    from nsight_advisor.analysis.iterations import find_all_iterations
+    from nsight_advisor.analysis.steps import steps_of
+    from nsight_advisor.store.database import connect
+    from nsight_advisor.store.opening import ingest_to_store
+
+    paths = [NSYS / "pipit_cloverleaf_a100.sqlite", TRACES / "kineto" / "hta_ddp_v100_rank1.json.gz",
+             NSYS / "cutlass_benchmark.sqlite", NSYS / "nsys_ai_mfu_2gpu_after.sqlite"]
+    if not all(p.exists() for p in paths):
+        pytest.skip(f"real traces not present at {TRACES}")
+    ingest_to_store(paths, tmp_path / "all.duckdb")
+    alone = {}
+    for i, p in enumerate(paths, start=1):
+        ingest_to_store([p], tmp_path / f"{i}.duckdb")
+        con = connect(tmp_path / f"{i}.duckdb", read_only=True)
+        try:
+            alone[i] = (find_all_iterations(con, [1])[1], steps_of(con, [1]).get(1))
+        finally:
+            con.close()
+    con = connect(tmp_path / "all.duckdb", read_only=True)
+    try:
+        together = find_all_iterations(con, [1, 2, 3, 4])
+        steps = steps_of(con, [1, 2, 3, 4])
+    finally:
+        con.close()
+    assert {i: (together[i], steps.get(i)) for i in alone} == alone
+    sources = {i: (it.source, len(it.spans)) if it else None for i, it in together.items()}
+    assert sources == {1: ("kernel sequence", 10), 2: ("NVTX range 'ProfilerStep'", 5), 3: None,
+                       4: ("kernel sequence", 15)}

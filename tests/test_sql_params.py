@@ -145,3 +145,24 @@ def test_ingest_of_an_nsys_export_into_a_store_never_imports_pandas(tmp_path) ->
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
     assert (tmp_path / "store.duckdb").stat().st_size > 0
+
+
+def test_placeholders_are_written_only_where_they_are_placeholders() -> None:
+    """The literals go into the statement's text: never into a comment, a string, a quoted name or a $$ string,
+    and a negative number after a minus sign stays a number (``x --5`` would start a comment)."""
+    con = duckdb.connect()
+    row = sql_params.execute(con, 'SELECT 10 -? AS a, \'?\' AS b, "?" AS c, $$ ? $$ AS d -- ?\n'
+                                  'FROM (SELECT 1 AS "?") /* ? */', [-5]).fetchone()
+    assert row == (15, "?", 1, " ? ")
+    named = sql_params.execute(con, "SELECT 10 -$v, '$v', $$ $v $$ -- $v\n", {"v": -7}).fetchone()
+    assert named == (17, "$v", " $v ")
+
+
+def test_placeholders_that_do_not_match_the_parameters_get_duckdbs_own_error() -> None:
+    con = duckdb.connect()
+    with pytest.raises(duckdb.Error):
+        sql_params.execute(con, "SELECT ?, ?", [1])  # one value too few
+    with pytest.raises(duckdb.Error):
+        sql_params.execute(con, "SELECT ?", [1, 2])  # one too many
+    with pytest.raises(duckdb.Error):
+        sql_params.execute(con, "SELECT $a", {"b": 1})  # a name not given
