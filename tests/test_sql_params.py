@@ -75,14 +75,8 @@ def test_errors_are_duckdbs_own() -> None:
         sql_params.execute(con, "SELECT no_such_column + $a", {"a": 1})
 
 
-def test_a_cold_analyze_of_an_nsys_export_never_imports_pandas(tmp_path) -> None:
-    """What the module is for: pandas (0.5 s) stays unimported on the nsys path, ingest and rules included.
-
-    NVTX ranges, when an analysis loads them (tables under DEFER_MIN_ROWS always load: they name the causes of
-    idle gaps), stream through Arrow, and pyarrow imports pandas when it first builds an array; the export here has
-    none. The one step that
-    may import it is the replay of the capture's steps (analysis/step_graph.py, issue 31), which this capture has:
-    the first import of pandas must come from there, after the rules ran."""
+def _export_without_nvtx(tmp_path):
+    """The bundled sample export with its NVTX table dropped (NVTX ranges load pyarrow, which imports pandas)."""
     import shutil
     import sqlite3
 
@@ -92,6 +86,17 @@ def test_a_cold_analyze_of_an_nsys_export_never_imports_pandas(tmp_path) -> None
     db.execute("DROP TABLE NVTX_EVENTS")
     db.commit()
     db.close()
+    return export
+
+
+def test_a_cold_analyze_of_an_nsys_export_never_imports_pandas(tmp_path) -> None:
+    """What the module is for: pandas (0.5 s) stays unimported on the nsys path, ingest and rules included.
+
+    NVTX ranges, when an analysis loads them (tables under DEFER_MIN_ROWS always load: they name the causes of
+    idle gaps), stream through Arrow, and pyarrow imports pandas when it first builds an array; the export here has
+    none. The one step that may import it is the replay of the capture's steps (analysis/step_graph.py, issue 31), which this capture has:
+    the first import of pandas must come from there, after the rules ran."""
+    export = _export_without_nvtx(tmp_path)
     script = (
         "import builtins, sys, traceback\n"
         "first = []\n"
@@ -123,15 +128,7 @@ def test_ingest_of_an_nsys_export_into_a_store_never_imports_pandas(tmp_path) ->
     """``ingest --store`` checks the store for the capture first: a Python-bound parameter there imported pandas
     (0.25 s, most of a small export's ingest), as DuckDB does on its first one. Checked in ``sys.modules`` at the
     end, which also sees an import made from DuckDB's C++ side."""
-    import shutil
-    import sqlite3
-
-    export = tmp_path / "no_nvtx.sqlite"
-    shutil.copy(REPO / "sample_traces" / "demo_training_step.sqlite", export)
-    db = sqlite3.connect(export)
-    db.execute("DROP TABLE NVTX_EVENTS")
-    db.commit()
-    db.close()
+    export = _export_without_nvtx(tmp_path)
     script = ("import sys\n"
               "from nsight_advisor.cli import main\n"
               "try:\n"

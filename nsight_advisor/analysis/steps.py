@@ -19,13 +19,9 @@ if TYPE_CHECKING:
 Steps = tuple[list[tuple[int, int]], str]
 
 
-def capture_steps(con: duckdb.DuckDBPyConnection, capture_id: int) -> Steps | None:
-    """The steps of a capture: its steady iterations, else its ``ProfilerStep#N`` ranges; None without either."""
-    return steps_of(con, [capture_id]).get(int(capture_id))
-
-
 def steps_of(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict[int, Steps]:
-    """The captures, of ``capture_ids``, that have steps, with their steps (asked for all captures at once)."""
+    """The captures, of ``capture_ids``, that have steps, with their steps (asked for all captures at once): a
+    capture's steady iterations, else its ``ProfilerStep#N`` ranges."""
     ids = [int(c) for c in capture_ids]
     out: dict[int, Steps] = {}
     for cid, found in find_all_iterations(con, ids).items():

@@ -96,14 +96,21 @@ def inline(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> str:
         used.add(name)
         return _operand(params[name])
 
-    out, pos = [], 0
-    for m in SQL_SKIP.finditer(sql):
-        out.append(_PLACEHOLDER.sub(one, sql[pos:m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(_PLACEHOLDER.sub(one, sql[pos:]))
+    text = sub_outside_literals(_PLACEHOLDER, one, sql)
     if (named and used != set(params)) or (not named and position != len(values)):
         raise _NotLiteral(params)
+    return text
+
+
+def sub_outside_literals(pattern: re.Pattern, repl, sql: str) -> str:
+    """``pattern.sub(repl, ...)`` over the parts of ``sql`` outside :data:`SQL_SKIP` (comments, strings, quoted
+    names), in order; those parts are kept as they are."""
+    out, pos = [], 0
+    for m in SQL_SKIP.finditer(sql):
+        out.append(pattern.sub(repl, sql[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(pattern.sub(repl, sql[pos:]))
     return "".join(out)
 
 

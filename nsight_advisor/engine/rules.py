@@ -18,7 +18,7 @@ from nsight_advisor.engine.model import IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
 from nsight_advisor.engine.toml_checked import (  # noqa: F401 - PARAM_TYPES, coerce_value: the format's API
     PARAM_TYPES, TomlTable, coerce_value, locate, read_toml,
 )
-from nsight_advisor.common.sql_params import SQL_SKIP
+from nsight_advisor.common.sql_params import SQL_SKIP, sub_outside_literals
 from nsight_advisor.common.errors import RuleError
 from nsight_advisor.common.regular_file import is_regular, read_regular_text
 from nsight_advisor.schema.tables import table_names
@@ -447,14 +447,8 @@ _SQL_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 def replace_param(sql: str, name: str, text: str) -> str:
     """``sql`` with each ``$name`` outside comments, strings and quoted identifiers replaced by ``text``."""
-    param = re.compile(rf"\${re.escape(name)}(?![A-Za-z0-9_])")
-    out, pos = [], 0
-    for m in _SQL_SKIP.finditer(sql):
-        out.append(param.sub(text, sql[pos:m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
-    out.append(param.sub(text, sql[pos:]))
-    return "".join(out)
+    # a function, not the text itself: re.sub would read backslashes in the text as escapes
+    return sub_outside_literals(re.compile(rf"\${re.escape(name)}(?![A-Za-z0-9_])"), lambda _m: text, sql)
 
 
 def query_params(sql: str) -> list[str]:
