@@ -34,7 +34,7 @@ class StepPaths:
     what: np.ndarray  # 0 an op's own time, 1 host work, 2 a wait for the GPU, 3 anything else
     length_ns: np.ndarray
     total_ns: dict[int, float]  # each capture's summed path length (= its steps' summed length)
-    blocked_ns: np.ndarray | None = None  # a wait segment: the path's time the host sat blocked in its call
+    blocked_ns: np.ndarray  # a wait segment: the path's time the host sat blocked in its call (0 for the others)
 
     def share_pct(self, capture_id: int, change: dict[str, Any]) -> float | None:
         """The share of ``capture_id``'s paths held by the operations a replay ``change`` (the keyword arguments
@@ -53,8 +53,7 @@ class StepPaths:
             held += np.where(self.what == 1, self.length_ns * (1.0 - np.clip(lag[op], 0.0, 1.0)), 0.0)
         drop = change.get("drop_wait")
         if drop is not None:
-            blocked = self.blocked_ns if self.blocked_ns is not None else self.length_ns
-            held += np.where((self.what == 2) & drop[op], blocked, 0.0)
+            held += np.where((self.what == 2) & drop[op], self.blocked_ns, 0.0)
         return round(100.0 * min(float(held[mine].sum()) / total, 1.0), 1)
 
 

@@ -95,25 +95,24 @@ class RuleChecks:
     def missing_note(self, capture_id: int, data: str) -> str:
         """Why the capture lacks ``data``, as its reader recorded it (``capture_missing``); "" when it did not say.
         The table is read once, for all captures (a skipped rule asks once per capture)."""
+        if capture_id not in self.ids:  # a capture outside this analysis: asked on its own, not kept
+            return self._ask_missing([capture_id]).get((capture_id, data), "")
         if self._missing is None:
-            try:
-                rows = sql_params.execute(self.con, """
-                    select capture_id, data, reason from capture_missing
-                    where capture_id in (select unnest(?::integer[])) and reason is not null and reason <> ''
-                    order by all""", [self.ids]).fetchall()
-            except duckdb.Error:
-                rows = []
-            self._missing = {}
-            for cid, what, reason in rows:
-                self._missing.setdefault((int(cid), what), reason)
-        if capture_id not in self.ids:  # a capture outside this analysis: asked on its own
-            try:
-                row = sql_params.execute(self.con, "select reason from capture_missing where capture_id = ? and "
-                                         "data = ? limit 1", [capture_id, data]).fetchone()
-            except duckdb.Error:
-                return ""
-            return row[0] if row and row[0] else ""
+            self._missing = self._ask_missing(self.ids)
         return self._missing.get((capture_id, data), "")
+
+    def _ask_missing(self, ids: list[int]) -> dict[tuple[int, str], str]:
+        try:
+            rows = sql_params.execute(self.con, """
+                select capture_id, data, reason from capture_missing
+                where capture_id in (select unnest(?::integer[])) and reason is not null and reason <> ''
+                order by all""", [ids]).fetchall()
+        except duckdb.Error:
+            return {}
+        out: dict[tuple[int, str], str] = {}
+        for cid, what, reason in rows:
+            out.setdefault((int(cid), what), reason)
+        return out
 
     def single_select(self, sql: str, check) -> str:
         """``check(con, sql)`` once per query text: its result, or its error raised again."""

@@ -441,7 +441,6 @@ def find_rule(rules: list[Rule], key: str) -> Rule | None:
     return None
 
 
-_SQL_SKIP = SQL_SKIP  # comments, strings and quoted names: the one definition, where parameters are written in
 _SQL_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -453,7 +452,7 @@ def replace_param(sql: str, name: str, text: str) -> str:
 
 def query_params(sql: str) -> list[str]:
     """Names of the ``$params`` a query uses (comments, strings and quoted identifiers ignored), in order."""
-    stripped = _SQL_SKIP.sub(" ", sql)
+    stripped = SQL_SKIP.sub(" ", sql)
     seen: list[str] = []
     for m in _SQL_PARAM.finditer(stripped):
         if m.group(1) not in seen:
