@@ -8,7 +8,7 @@
 with gaps as (
     select h.device_id, h.start_ns, h.duration_ns, h.cause, h.pid, h.tid,
            case when h.cause = 'dependency' then 'dependency' else h.activity end as activity,
-           h.coverage, h.detail, g.host_activity as cuda_label,
+           h.coverage, h.detail, na_nvtx_name(g.host_activity) as cuda_label,  -- emit_nvtx's numbers removed
            case when h.cause = 'dependency' then g.host_activity
                 when h.activity = 'io' then h.top_io
                 when h.activity = 'wait' then h.top_wait

@@ -8,7 +8,9 @@
 --   wait         : OS runtime calls that wait for another thread or process (futex, pthread_cond_wait, poll, epoll,
 --                  sem_wait, sleep, waitpid, ...)
 --   cuda-api     : CUDA runtime and driver calls (and OS runtime calls made inside them, such as the driver's ioctl)
---   framework    : PyTorch operators (cpu_ops) outside the calls above
+--   framework    : PyTorch operators outside the calls above: the profiler's cpu_ops, or in an Nsight Systems export
+--                  of a program run under torch.autograd.profiler.emit_nvtx, the NVTX range it records for each
+--                  operator (its text carries ', op_id = N'; PyTorch's record_function ranges included)
 --   framework-sync : PyTorch operators that wait for the GPU (na_sync_operator: .item(), nonzero, and copies to
 --                  the host: an aten::copy_ that launched a device-to-host copy, op_kernels), CUDA calls inside
 --                  them included
@@ -25,7 +27,8 @@
 -- gap is named after a sliver. framework-sync and dataloader are contexts that hold other activities' time (the
 -- CUDA calls of .item(), the collate operators of a batch): where one covers half the gap it names the gap,
 -- the DataLoader first, whatever the largest activity inside it. Half is the calibration on the five shared exports with host data: every gap of
--- 1 ms or more there is covered 50% or more by one activity, or by none above 40%.
+-- 1 ms or more there is covered 50% or more by one activity, or by none above 40%; on the three with emit_nvtx
+-- operator ranges, 64% or more (docs/impact.md).
 
 -- @macro na_host_label_share()
 -- The share of a gap an activity must cover to name it: 0.5.
@@ -127,7 +130,7 @@ left join periods p on p.capture_id = s.capture_id and p.pid = s.pid and p.tid =
 -- @column io_ns Time in the gap in io calls, ns.
 -- @column wait_ns Time in wait calls, ns.
 -- @column cuda_api_ns Time in CUDA calls, ns.
--- @column framework_ns Time in PyTorch operators outside those calls, ns.
+-- @column framework_ns Time in PyTorch operators (cpu_ops, or emit_nvtx operator ranges) outside those calls, ns.
 -- @column cpu_ns CPU samples in the gap outside those calls, one sampling period each, ns.
 -- @column samples CPU samples of the thread in the gap.
 -- @column framework_sync_ns Time in operators that wait for the GPU (na_sync_operator, copies to the host), ns; it holds CUDA call time counted in cuda_api_ns.
@@ -200,10 +203,33 @@ osrt as (
         and h.start_ns >= a.start_ns
     where h.source = 'osrt' and h.end_ns > h.start_ns and (a.end_ns is null or h.end_ns > a.end_ns)
 ),
-ops as (
-    select capture_id, pid, tid, start_ns, end_ns, name
+op_buckets as (
+    -- the buckets an operator shorter than a bucket may start in and still meet a gap: those a gap touches, and
+    -- each one before them (of any thread: a superset, matched on one key)
+    select distinct bucket - shift as bucket
+    from gap_buckets, (values (0), (1)) as v(shift)
+),
+all_ops as (
+    select capture_id, pid, tid, start_ns, end_ns, name, false as emitted
     from cpu_ops
     where end_ns > start_ns and capture_id in (select capture_id from tg)
+    union all
+    -- a capture without them (an Nsight Systems export): the operators PyTorch's emit_nvtx recorded as NVTX ranges,
+    -- each text carrying ', op_id = N' (na_nvtx_name removes it, below)
+    select capture_id, pid, tid, start_ns, end_ns, text, true
+    from nvtx_ranges
+    where end_ns > start_ns and capture_id in (select capture_id from tg)
+        and capture_id not in (select capture_id from cpu_ops) and contains(text, ', op_id = ')
+),
+ops as (
+    -- only operators that may overlap a gap of their thread (a superset: no other can cover one); a PyTorch
+    -- program's millions of operators would otherwise all be sorted into islands (a complete store of an export with
+    -- 4.9M emit_nvtx ranges: this view took 2.9 s, 0.36 s so). An operator as long as a bucket or longer is kept; a shorter one is kept when it starts in
+    -- one of op_buckets (it ends at most one bucket later).
+    select o.capture_id, o.pid, o.tid, o.start_ns, o.end_ns,
+           case when o.emitted then na_nvtx_name(o.name) else o.name end as name
+    from all_ops o
+    where o.start_ns // 1048576 in (select bucket from op_buckets) or o.end_ns - o.start_ns >= 1048576
 ),
 op_reach as (
     select *, max(end_ns) over (partition by capture_id, pid, tid order by start_ns, end_ns desc
