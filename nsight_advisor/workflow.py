@@ -18,7 +18,7 @@ from nsight_advisor.common.text import first_line
 from nsight_advisor.store import result_cache
 from nsight_advisor.store.cache import cache_dir, cache_key
 from nsight_advisor.store.opening import (  # noqa: F401 - check_input_path ... ingest_to_store: this module's API
-    ANALYSIS_MEMORY_LIMIT, StoreHandle, bound_memory, fit_threads, capture_ids, check_input_path, ingest_to_store,
+    ANALYSIS_MEMORY_LIMIT, StoreHandle, bound_memory, fit_small_store, capture_ids, check_input_path, ingest_to_store,
     refuse_inputs_as_output, remove_spill, spill_folder)
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
             return cached
         spill = spill_folder(store.target)
         bound_memory(con, spill)
-        fit_threads(con)
+        fit_small_store(con)
         result = run_analysis(con, ids, progress=progress, **settings)
     finally:
         con.close()

@@ -124,3 +124,40 @@ def test_a_store_from_before_the_views_is_refused_in_one_line(tmp_path: Path, ta
     raw.close()
     with pytest.raises(InputError, match=f"older nsight-advisor \\(its {table} is a table.*new store"):
         connect(old)
+
+
+def test_the_ncu_views_made_empty_without_nsight_compute_data_are_what_computing_them_gives(tmp_path) -> None:
+    # materialize_shared skips computing the ncu_* views where ncu_kernels and ncu_metrics are empty: on an Nsight
+    # Systems export with kernels, each computed in full is empty too, and the empty tables keep the views' columns
+    from nsight_advisor.analysis import accounting
+    from nsight_advisor.analysis.shared_views import NCU_SOURCES, SHARED_VIEWS, materialize_shared
+
+    con = connect(tmp_path / "s.duckdb")
+    ingest_capture(con, 1, SAMPLE)
+    assert con.execute("select count(*) from kernels").fetchone()[0] > 0
+    assert [con.execute(f"select count(*) from {t}").fetchone()[0] for t in NCU_SOURCES] == [0] * len(NCU_SOURCES)
+    accounting.prepare(con, [1])
+    views = [v for v in SHARED_VIEWS if v.startswith("ncu_")]
+    columns = ("select column_name, data_type from duckdb_columns() where table_name = ? and database_name {} 'temp' "
+               "order by column_index")
+    before = {v: con.execute(columns.format("<>"), [v]).fetchall() for v in views}
+    assert all(before.values())
+    assert all(con.execute(f"select count(*) from {v}").fetchone()[0] == 0 for v in views)
+    assert materialize_shared(con, views) == views
+    for v in views:
+        assert con.execute(columns.format("="), [v]).fetchall() == before[v]
+        assert con.execute(f"select count(*) from {v}").fetchone()[0] == 0
+
+
+def test_a_small_store_is_analyzed_on_one_thread_without_the_large_data_optimizer_passes(tmp_path) -> None:
+    # the pinned DuckDB knows every pass named (a name it did not know would make the whole setting fail)
+    from nsight_advisor.store.opening import SMALL_STORE_SKIPPED_OPTIMIZERS, fit_small_store
+
+    con = connect(tmp_path / "s.duckdb")
+    ingest_capture(con, 1, SAMPLE)
+    known = {r[0] for r in con.execute("select name from duckdb_optimizers()").fetchall()}
+    assert set(SMALL_STORE_SKIPPED_OPTIMIZERS) <= known and "join_order" not in SMALL_STORE_SKIPPED_OPTIMIZERS
+    fit_small_store(con)
+    assert con.execute("select current_setting('threads')").fetchone()[0] == 1
+    skipped = con.execute("select current_setting('disabled_optimizers')").fetchone()[0]
+    assert set(skipped.split(",")) == set(SMALL_STORE_SKIPPED_OPTIMIZERS)

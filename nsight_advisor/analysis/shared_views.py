@@ -20,12 +20,23 @@ SHARED_VIEWS = ("ncu_kernel_inputs", "ncu_kernel_summary", "ncu_timeline_match",
                 "ncu_warp_stalls", "ncu_kernel_efficiency", "host_activity")
 
 
+#: The Nsight Compute tables every ``ncu_*`` view reads: where both are empty, so is each of those views.
+NCU_SOURCES = ("ncu_kernels", "ncu_metrics")
+
+
 def materialize_shared(con: duckdb.DuckDBPyConnection, wanted: Iterable[str]) -> list[str]:
-    """Materialize the views of :data:`SHARED_VIEWS` named in ``wanted`` as temp tables; returns those made."""
+    """Materialize the views of :data:`SHARED_VIEWS` named in ``wanted`` as temp tables; returns those made.
+
+    In a store without Nsight Compute data (most Nsight Systems exports) the ``ncu_*`` views are made empty
+    without computing them: their joins over empty tables still took 5 to 10 ms each of a small export's
+    analysis (docs/performance.md, "Fixed cost, fourth pass")."""
     wanted = set(wanted)
+    no_ncu = any(v.startswith("ncu_") for v in wanted) and not con.execute(
+        "select " + " or ".join(f"exists (select 1 from {t})" for t in NCU_SOURCES)).fetchone()[0]
     made = []
     for view in SHARED_VIEWS:
         if view in wanted:
-            con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}")
+            empty = " limit 0" if no_ncu and view.startswith("ncu_") else ""
+            con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}{empty}")
             made.append(view)
     return made

@@ -247,9 +247,18 @@ def bound_memory(con: duckdb.DuckDBPyConnection, spill: Path | None = None) -> N
 #: more threads, and paid a third more CPU for them in its rules (docs/performance.md, "Small captures").
 ROW_GROUP_ROWS = 122_880
 
+#: DuckDB optimizer passes that only pay off on large data: on a store whose every table fits in one row group
+#: they cost more planning time than they save (vecadd's analysis: 0.35 -> 0.32 s; docs/performance.md, "Fixed
+#: cost, fourth pass"). None changes a result; the join order is kept (without it a query could join two tables
+#: of a hundred thousand rows without a condition before the one that relates them).
+SMALL_STORE_SKIPPED_OPTIMIZERS = ("statistics_propagation", "compressed_materialization", "build_side_probe_side",
+                                  "join_filter_pushdown", "late_materialization", "common_subplan",
+                                  "top_n_window_elimination", "sampling_pushdown")
 
-def fit_threads(con: duckdb.DuckDBPyConnection) -> None:
-    """One DuckDB thread for a store whose every table fits in one row group; the default otherwise."""
+
+def fit_small_store(con: duckdb.DuckDBPyConnection) -> None:
+    """For a store whose every table fits in one row group: one DuckDB thread and no optimizer pass of
+    :data:`SMALL_STORE_SKIPPED_OPTIMIZERS`; the defaults otherwise."""
     import duckdb
 
     with contextlib.suppress(duckdb.Error):
@@ -257,6 +266,7 @@ def fit_threads(con: duckdb.DuckDBPyConnection) -> None:
                            "WHERE database_name = current_database()").fetchone()[0]
         if rows < ROW_GROUP_ROWS:
             con.execute("SET threads = 1")
+            con.execute("SET disabled_optimizers = '" + ",".join(SMALL_STORE_SKIPPED_OPTIMIZERS) + "'")
 
 
 def spill_folder(store: Path) -> Path | None:
