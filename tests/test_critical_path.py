@@ -91,6 +91,26 @@ def test_serial_chain_saves_the_time_removed(memory_store):
     assert slack(g)[kernel_ops(g, "k2")].max() == 0
 
 
+def test_launches_stalled_on_a_full_queue_return_as_the_gpu_frees_it(memory_store):
+    # ten 100 µs kernels back to back on one stream; the queue holds two waiting kernels: the first three launches
+    # take 5 µs, each later one returns 2 µs after the kernel three ahead of it ends, then a synchronization
+    con = memory_store
+    returned = 15
+    for k in range(10):
+        end = 5 * k + 5 if k < 3 else 10 + 100 * (k - 2) + 2  # kernel k - 3 ends at 10 + 100 * (k - 2)
+        _call(con, 1, k + 1, "cudaLaunchKernel", 5 * k if k < 3 else returned, end)
+        returned = end
+        _kernel(con, 1, k + 1, "step_kernel", 7, 10 + 100 * k, 110 + 100 * k)
+    _call(con, 1, 11, "cudaDeviceSynchronize", 712, 1012)
+    g = build_graph(con, [1])
+    stalled = g.ops.index[(g.ops["name"] == "cudaLaunchKernel") & (g.wait_pred >= 0)].tolist()
+    assert len(stalled) == 7  # the launches of the 4th to 10th kernel waited for the 1st to 7th to end
+    # twice as fast, the kernels free the queue twice as fast: the host launches the last kernel at 362 µs instead
+    # of 712, and the synchronization returns 2 µs after the last kernel ends at 510: every microsecond of kernel
+    # time removed is saved (with the launches' recorded durations kept, 295 µs: the host's own timeline)
+    assert _step_saving(con, [1], "step_kernel", 2.0)[1] == us(1012 - 512)
+
+
 def _rank(con, cid, rank, compute_end):
     """One rank: a compute kernel, then an all-reduce on the NCCL stream that waits for it (an event wait), then a
     sync. The all-reduce transfers for 100 µs after the last rank arrives at 510 µs."""

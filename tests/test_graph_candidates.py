@@ -172,9 +172,9 @@ def test_dlrm_ranks_have_graph_candidates(tmp_path):
     top = answer["candidates"][0]
     assert top["kernel_count"] >= 20 and top["saving_ns"] > 1_000_000  # over 1 ms per step where it runs
     assert top["saving_per_step_ns"] <= top["run_gap_ns"]  # at most the launch gaps it closes
-    # every rank has candidates, and launched as graphs together they save 3 to 5 ms of each rank's step
+    # every rank has candidates, and launched as graphs together they save 5 to 7 ms of each rank's step
     assert len(answer["all_saving_ns"]) == 8
-    assert all(2_000_000 < v < 6_000_000 for v in answer["all_saving_ns"].values())
+    assert all(4_000_000 < v < 8_000_000 for v in answer["all_saving_ns"].values())
 
 
 def test_reports_show_candidates_and_escape_their_names():

@@ -276,12 +276,17 @@ def slack(g: StepGraph, times: tuple[np.ndarray, np.ndarray] | None = None) -> n
 
 
 def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
-              times: tuple[np.ndarray, np.ndarray]) -> list[float]:
+              times: tuple[np.ndarray, np.ndarray], on_host: bool = False) -> list[float]:
     """Each step's duration under replayed ``times``: its start moves with the first op of the capture starting at
     or after it, its end with the next step's start, or (the last step) with the last op ending at or before it.
-    ``spans`` on the graph's (aligned) clock."""
+    ``spans`` on the graph's (aligned) clock. ``on_host``: steps the host marked (NVTX ranges) move with the
+    capture's CUDA calls only: on a GPU-bound trace the first op after a step's start is often a kernel of the step
+    before, still queued, which a faster kernel moves far earlier than the host's step."""
     ns, ne = times
-    mine = np.flatnonzero(g.ops["capture_id"].to_numpy() == capture_id)
+    mine = g.ops["capture_id"].to_numpy() == capture_id
+    if on_host and (mine & (g.kinds == HOST)).any():
+        mine &= g.kinds == HOST
+    mine = np.flatnonzero(mine)
     if not len(mine) or not spans:
         return [float(e - s) for s, e in spans]
     start_all, end_all = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)

@@ -57,7 +57,11 @@ class StepModel:
     def durations(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, list[float]]:
         """Each capture's step durations under ``times`` (the recorded ones when None), ns."""
         times = times if times is not None else self.base
-        return {cid: map_steps(self.graph, cid, spans, times) for cid, spans in self.steps.items()}
+        return {cid: map_steps(self.graph, cid, spans, times, self.on_host(cid)) for cid, spans in self.steps.items()}
+
+    def on_host(self, capture_id: int) -> bool:
+        """Whether the capture's steps are the host's (NVTX ranges), not a kernel sequence's."""
+        return self.sources.get(capture_id, "").startswith("NVTX")
 
 
 def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
@@ -376,4 +380,5 @@ def graph_candidates(model: StepModel | None) -> dict[str, Any] | None:
 
     if model is None:
         return None
-    return kernel_sequences.graph_candidates(model.graph, model.steps, model.base, model.kept)
+    return kernel_sequences.graph_candidates(model.graph, model.steps, model.base, model.kept,
+                                             on_host={cid: model.on_host(cid) for cid in model.steps})
