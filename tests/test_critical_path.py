@@ -139,6 +139,44 @@ def test_late_rank_gates_the_collective_saving_on_both(memory_store):
     assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(617)
 
 
+def test_ranks_waiting_for_each_other_save_only_when_fixed_together(memory_store):
+    # both ranks compute 500 µs before the all-reduce: either one's gemm made twice as fast alone saves nothing
+    # (the other rank still arrives at 512 µs); both together save 250 µs of each rank's step
+    from nsight_advisor.engine.whatif import combine_changes
+
+    con = memory_store
+    _rank(con, 1, 0, 510)
+    _rank(con, 2, 1, 510)
+    assert _step_saving(con, [1, 2], "gemm", 2.0, only_capture=1) == {1: 0, 2: 0}
+    assert _step_saving(con, [1, 2], "gemm", 2.0, only_capture=2) == {1: 0, 2: 0}
+    g = build_graph(con, [1, 2])
+    base = replay(g)
+    gemm, cids = kernel_ops(g, "gemm"), g.ops["capture_id"].to_numpy()
+    one = [{"own_scale": np.where(gemm & (cids == c), 0.5, 1.0)} for c in (1, 2)]
+    both = replay(g, **combine_changes(one))
+    for c in (1, 2):
+        mine = cids == c
+        span = [(int(g.ops["start_ns"][mine].min()), int(g.ops["end_ns"][mine].max()))]
+        assert map_steps(g, c, span, base)[0] - map_steps(g, c, span, both)[0] == us(250)
+    merged = combine_changes([{"drop_wait": np.array([True, False])}, {"drop_wait": np.array([False, False])},
+                              {"own_scale": np.array([0.5, 1.0])}, {"own_scale": np.array([0.5, 0.8])}])
+    assert merged["drop_wait"].tolist() == [True, False] and merged["own_scale"].tolist() == [0.25, 0.8]
+
+
+def test_a_rule_on_both_ranks_of_a_real_job_is_replayed_fixed_on_both():
+    # nsys_ai_mfu_2gpu_before: two ranks that meet at collectives; the host gaps of each rank's GPU, closed on one
+    # rank alone, save 7.4 and 3.3 ms; closed on both, more than either
+    from rules_real import findings
+
+    _need_traces()
+    found = findings("nsys/nsys_ai_mfu_2gpu_before.sqlite", "gpu-idle-gap")
+    assert sorted(f.device_id for f in found) == [0, 1]
+    together = {f.saving_all_ranks_ns for f in found}
+    assert len(together) == 1 and together.pop() > max(f.saving_ns for f in found)
+    single = findings("nsys/nsys_ai_mfu_2gpu_before.sqlite", "startup-cost")  # fires on GPU 0 only
+    assert single and all(f.saving_all_ranks_ns is None for f in single)
+
+
 def test_a_handoff_to_another_thread_is_on_the_path(memory_store):
     # the caller's thread (11) launches, then waits 1 ms while the autograd thread (12) launches the backward pass,
     # as PyTorch's backward() does; it resumes 20 µs after that thread's last call and launches the optimizer

@@ -65,6 +65,8 @@ def job_findings(result) -> list[dict[str, Any]]:
         if row["device_id"] != f.device_id:
             row["device_id"] = None  # findings on several devices of one rank's capture
         row["findings"].append(index)
+        if getattr(f, "saving_all_ranks_ns", None) is not None:
+            entry["saving_all_ranks_ns"] = f.saving_all_ranks_ns  # the same on every finding of the group
     out = [_finish(entry, all_ranks) for entry in groups.values()]
     out.sort(key=lambda e: (-severity_rank(e["severity"]), -e["impact_ns_total"], e["first_finding"]))
     return out
@@ -84,6 +86,7 @@ def _finish(entry: dict[str, Any], all_ranks: int) -> dict[str, Any]:
         "rule_id": entry["rule_id"], "rule_name": entry["rule_name"], "title": entry["title"],
         "subject": entry["subject"], "category": entry["category"], "severity": entry["severity"],
         "impact_ns_total": sum(impacts),
+        **({"saving_all_ranks_ns": entry["saving_all_ranks_ns"]} if "saving_all_ranks_ns" in entry else {}),
         "ranks_touched": len(per), "ranks_total": max(all_ranks, len(per)),
         "worst": {k: worst[k] for k in ("rank", "capture_id", "device_id", "source_name", "impact_ns", "impact_pct")},
         # over the ranks the entry touches: its smallest, median and largest claim

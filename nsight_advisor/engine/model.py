@@ -75,6 +75,11 @@ class Finding:
     # The share of the critical path of the capture's steps that this finding's operations hold (the kernels,
     # host work or waits its fix changes), percent (nsight_advisor.engine.path_share); None where saving_ns is.
     critical_path_pct: float | None = None
+    # What the steps would save with this rule's fix applied at once wherever it fires on the same subject in the
+    # replayed captures: every rank or GPU of a job, each with its own finding (nsight_advisor.engine.whatif). Where
+    # ranks wait for each other at collectives, one rank's fix alone may save nothing while all of them together
+    # save much; None where the rule fires on one rank or GPU only, or has no saving_ns (then left out of the JSON).
+    saving_all_ranks_ns: int | None = None
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -89,7 +94,7 @@ class Finding:
         # needs: asdict deep-copied ``internal`` only to drop it (2.3 s of the 8 DLRM ranks' 96 findings), and its
         # generic walk was still a tenth of their analyze, called once per report written
         out = {f.name: _plain_copy(getattr(self, f.name)) for f in _FINDING_FIELDS}
-        for key in ("saving_ns", "critical_path_pct"):
+        for key in ("saving_ns", "critical_path_pct", "saving_all_ranks_ns"):
             if out.get(key) is None:
                 out.pop(key, None)
         out["fingerprint"] = fingerprint(out)  # derived, never stored: rule, device and subject

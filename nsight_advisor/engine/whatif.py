@@ -185,22 +185,65 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
         budget -= len(model.graph)
         replayed.append(f)
     gaps = _finding_gaps(con, model, [f for f in replayed if f.internal.get("part", "kernel") == "idle"])
+    changes: dict[int, dict[str, Any]] = {}
     for f in replayed:
         change = _fix_of(con, model, f, gaps)
         if change is None:
             continue
+        changes[id(f)] = change
         f.critical_path_pct = paths.share_pct(f.capture_id, change)
-        after = model.durations(replay(model.graph, **change))
-        saved = 0.0
-        for cid, durations in before.items():
-            kept, total = model.kept.get(cid, (1, 1))
-            saved += (sum(durations) - sum(after[cid])) * total / kept  # the middle steps stand for all
-        f.saving_ns = max(int(round(saved)), 0)
+        f.saving_ns = _saved(model, before, replay(model.graph, **change))
         given += 1
+    _all_ranks_savings(model, before, [f for f in replayed if id(f) in changes], changes, budget)
     return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
             "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given,
             "ranked_by": "saving_ns" if given else "impact_ns",
             **({"findings_not_replayed": skipped} if skipped else {})}
+
+
+def _saved(model: StepModel, before: dict[int, list[float]], after: tuple[np.ndarray, np.ndarray]) -> int:
+    """What the replayed steps of every capture got shorter in all (the middle steps kept stand for all)."""
+    durations = model.durations(after)
+    saved = 0.0
+    for cid, was in before.items():
+        kept, total = model.kept.get(cid, (1, 1))
+        saved += (sum(was) - sum(durations[cid])) * total / kept
+    return max(int(round(saved)), 0)
+
+
+def _all_ranks_savings(model: StepModel, before: dict[int, list[float]], findings: list[Finding],
+                       changes: dict[int, dict[str, Any]], budget: int) -> int:
+    """Set ``saving_all_ranks_ns`` on the findings of each rule and subject that fires on two or more ranks or GPUs:
+    their fixes applied at once, replayed (ranks waiting for each other at a collective gain nothing from one
+    rank's fix alone). Returns the operations replayed."""
+    from nsight_advisor.engine.combined_view import finding_subject
+
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.rule_id, finding_subject(f)), []).append(f)
+    used = 0
+    for members in groups.values():
+        if len({(f.capture_id, f.device_id) for f in members}) < 2 or budget - used < len(model.graph):
+            continue
+        used += len(model.graph)
+        saved = _saved(model, before, replay(model.graph, **combine_changes([changes[id(f)] for f in members])))
+        for f in members:
+            f.saving_all_ranks_ns = saved
+    return used
+
+
+def combine_changes(changes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several findings' fixes as one change of the replay: the scales multiplied, the dropped waits together."""
+    out: dict[str, Any] = {}
+    for change in changes:
+        for key, value in change.items():
+            if key not in out:
+                out[key] = np.array(value, copy=True)
+            elif key == "drop_wait":
+                out[key] |= value
+            else:
+                out[key] *= value
+    return out
 
 
 def _fix_of(con, model: StepModel, f: Finding, gaps: dict[int, list[tuple]]) -> dict[str, Any] | None:

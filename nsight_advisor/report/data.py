@@ -228,6 +228,9 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             # the share of the steps' critical path the finding's operations hold; "" where not computed
             "critical_path": fmt_pct(f.get("critical_path_pct"))
             if isinstance(f.get("critical_path_pct"), (int, float)) else "",
+            # the saving with the rule's fix on every rank or GPU it fires on; "" where it fires on one
+            "saving_all_ranks": fmt_ns(f.get("saving_all_ranks_ns"))
+            if isinstance(f.get("saving_all_ranks_ns"), (int, float)) else "",
             # 0 means the engine knew no wall time (e.g. an ncu report): say nothing rather than "0.0%".
             "impact_pct_text": fmt_pct(f.get("impact_pct")) if _num(f.get("impact_pct")) > 0 else "",
             "pct_basis": pct_basis(f, tools.get(f.get("capture_id"))),

@@ -52,6 +52,8 @@ def job_entries(r: Mapping[str, Any], max_rows: int = MAX_RANK_ROWS) -> list[dic
             "ranks": f"{e.get('ranks_touched')} of {e.get('ranks_total')}",
             "all_ranks": e.get("ranks_touched") == e.get("ranks_total"),
             "total": fmt_ns(e.get("impact_ns_total")) if e.get("impact_ns_total") else "–",
+            # with the fix on every rank it touches, replayed together; "" where not replayed
+            "saving": fmt_ns(e.get("saving_all_ranks_ns")) if isinstance(e.get("saving_all_ranks_ns"), int) else "",
             "worst": rank_label(worst) if worst else "",
             "worst_impact": fmt_ns(worst.get("impact_ns")) if worst.get("impact_ns") else "–",
             "spread": (f"{fmt_ns(spread.get('min_ns'))} / {fmt_ns(spread.get('median_ns'))} / "

@@ -212,13 +212,16 @@ def _combined(c: Any, shared: bool = True) -> list[str]:
 
 def _job(job: list[dict[str, Any]], r: dict[str, Any], details: bool) -> list[str]:
     """The job's findings ranked, each rule (and subject) once; per entry a table of the ranks it touches."""
-    out = ["| severity | finding | ranks | worst rank | spread (min / median / max) | total | rule |",
-           "|---|---|--:|---|--:|--:|---|"]
+    saved = any(e.get("saving") for e in job)
+    out = ["| severity | finding | ranks | worst rank | spread (min / median / max) | total |"
+           + (" saving, all ranks |" if saved else "") + " rule |",
+           "|---|---|--:|---|--:|--:|" + ("--:|" if saved else "") + "---|"]
     for e in job:
         subject = f" · {md_escape(e['subject'])}" if e["subject"] else ""
         out.append(f"| {SEVERITY_MARK.get(e['severity'], e['severity'])} | {md_escape(e['title'])}{subject} "
                    f"| {e['ranks']} | {e['worst']}: {e['worst_impact']} | {e['spread']} | {e['total']} "
-                   f"| `{md_code(e['rule_id'])}` {md_escape(e['rule_name'])} |")
+                   + (f"| {e.get('saving') or '–'} " if saved else "")
+                   + f"| `{md_code(e['rule_id'])}` {md_escape(e['rule_name'])} |")
     left = len(r.get("job_findings") or []) - len(job)
     if left > 0:
         out += ["", f"_{left} more entries left out; `--format json` lists them all._"]
@@ -258,6 +261,8 @@ def _finding(f: dict[str, Any]) -> list[str]:
         impact += f" Fixed, the steps would be **{f['saving']}** shorter (replayed)."
     if f.get("critical_path"):
         impact += f" Its operations hold {f['critical_path']} of the steps' critical path."
+    if f.get("saving_all_ranks"):
+        impact += f" Fixed on every rank or GPU it fires on, the steps would be **{f['saving_all_ranks']}** shorter."
     message = md_escape(f["message"])
     if message and impact and not message.endswith((".", "!", "?", ")")):
         message += "."
