@@ -195,9 +195,13 @@ def settle_impacts(con: duckdb.DuckDBPyConnection, captures: list[dict], finding
 def finding_rank(f) -> tuple:
     """Sort key of the ranking: the product's kernels before test-harness kernels (engine.harness), then severity
     (a rule may cap one-time costs at info), then what the fix would save: ``saving_ns`` where the step graph was
-    replayed with it (claimed time is not saved time where work overlaps, docs/impact.md), else the time claimed
+    replayed with it (claimed time is not saved time where work overlaps, docs/impact.md), or
+    ``saving_all_ranks_ns`` where the rule fires on several ranks or GPUs (a job's ranks run the same code: its fix
+    reaches all of them, and ranks that wait for each other gain from it only together), else the time claimed
     (``impact_ns``); ties by the time claimed."""
-    saving = getattr(f, "saving_ns", None)
+    saving = getattr(f, "saving_all_ranks_ns", None)
+    if saving is None:
+        saving = getattr(f, "saving_ns", None)
     return (harness_rank(f), -severity_rank(f.severity), -(f.impact_ns if saving is None else saving), -f.impact_ns,
             f.rule_id, f.capture_id,
             -1 if f.device_id is None else f.device_id)

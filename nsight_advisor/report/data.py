@@ -101,10 +101,13 @@ def _num(value: Any) -> float:
 def rank_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Findings as the engine ranks them: those on the product's kernels before those on test-harness kernels (the
     engine's harness note in the message), then severity (a rule may keep one-time costs at info), then what the
-    fix would save (``saving_ns`` where the step graph was replayed with it, else the time claimed), then the time
+    fix would save (``saving_all_ranks_ns``, else ``saving_ns`` where the step graph was replayed with it, else the
+    time claimed), then the time
     claimed, then rule id (stable for equal keys)."""
     def estimate(f: Mapping[str, Any]) -> float:
-        saving = f.get("saving_ns")
+        saving = f.get("saving_all_ranks_ns")  # the rule's fix on every rank it fires on, as the engine ranks
+        if not isinstance(saving, (int, float)):
+            saving = f.get("saving_ns")
         return _num(saving) if isinstance(saving, (int, float)) and not isinstance(saving, bool) \
             else _num(f.get("impact_ns"))
 
@@ -123,8 +126,8 @@ def ranking_note(summary: Mapping[str, Any], findings: list[dict[str, Any]]) -> 
         return ""
     steps = int(_num(savings.get("steps")))
     return (f"Ranked by severity, then by what the fix would save: the saving from replaying the dependency graph "
-            f"of the {steps} step{'s' if steps != 1 else ''} with the fix applied, where the fix is modeled; "
-            f"else the time the finding claims.")
+            f"of the {steps} step{'s' if steps != 1 else ''} with the fix applied (on every rank or GPU where the "
+            f"rule fires on several), where the fix is modeled; else the time the finding claims.")
 
 
 def pct_basis(finding: Mapping[str, Any], capture_tool: str | None) -> str:

@@ -103,12 +103,14 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
     elif r["findings"]:
         if saved:
             out += [f"_{md_escape(r['ranking'])}_", ""]
+        every = saved and any(f.get("saving_all_ranks") for f in r["findings"])  # a rule on several ranks or GPUs
         out.append("| severity | finding | impact | share |" + (" saving | on critical path |" if saved else "")
-                   + " rule |")
-        out.append("|---|---|--:|--:|" + ("--:|--:|" if saved else "") + "---|")
+                   + (" saving, every rank |" if every else "") + " rule |")
+        out.append("|---|---|--:|--:|" + ("--:|--:|" if saved else "") + ("--:|" if every else "") + "---|")
         for f in r["findings"]:
             where = f" (GPU {f['device_id']})" if isinstance(f.get("device_id"), int) else ""
             extra = f" {f['saving'] or '–'} | {f['critical_path'] or '–'} |" if saved else ""
+            extra += f" {f.get('saving_all_ranks') or '–'} |" if every else ""
             out.append(f"| {SEVERITY_MARK[f['severity']]} | {md_escape(f['title'])}{where} | {f['impact'] or '–'} | "
                        f"{f['impact_pct_text'] or '–'} |{extra} `{md_code(f['rule_id'])}` {md_escape(f['rule_name'])} |")
         if r["findings_left_out"]:
