@@ -50,8 +50,9 @@ def test_dlrm_json_groups_each_rules_findings_with_their_ranks(dlrm):
     small = next(j for j in jobs if j["rule_name"] == "small-grid")
     assert small["ranks_touched"] == small["ranks_total"] == 8
     assert sorted(row["rank"] for row in small["per_rank"]) == list(range(8))
-    # ranked like findings[]: severity first, then the total
-    order = [({"error": 2, "warning": 1, "info": 0}[j["severity"]], j["impact_ns_total"]) for j in jobs]
+    # ranked as the findings are: severity, then the saving with the fix on every rank (else the total claim)
+    order = [({"error": 2, "warning": 1, "info": 0}[j["severity"]], j.get("saving_all_ranks_ns", j["impact_ns_total"]))
+             for j in jobs if j["ranks_touched"] > 1]
     assert order == sorted(order, reverse=True)
 
 

@@ -4,8 +4,9 @@ An analysis of a multi-GPU job runs each rule on each rank's capture, so a probl
 one finding per rank (the 8 DLRM ranks: small-grid eight times). ``findings[]`` keeps them as they are (SARIF, CI
 gates and compare read them); ``job_findings`` is the same findings grouped, for a reader who wants the job first:
 each entry names the worst rank, the spread over the ranks it touches and the total, and lists its ranks
-(``per_rank``, worst first) with the indexes of their findings in ``findings[]``. Built from the finished result
-alone, like nsight_advisor.engine.combined_view.
+(``per_rank``, worst first) with the indexes of their findings in ``findings[]``. The entries are ranked as the
+findings are: by severity, then by what the fix saves on every rank it touches where the steps were replayed, else
+by the time claimed in all. Built from the finished result alone, like nsight_advisor.engine.combined_view.
 """
 
 from __future__ import annotations
@@ -65,11 +66,24 @@ def job_findings(result) -> list[dict[str, Any]]:
         if row["device_id"] != f.device_id:
             row["device_id"] = None  # findings on several devices of one rank's capture
         row["findings"].append(index)
+        entry.setdefault("savings", []).append(getattr(f, "saving_ns", None))
         if getattr(f, "saving_all_ranks_ns", None) is not None:
             entry["saving_all_ranks_ns"] = f.saving_all_ranks_ns  # the same on every finding of the group
-    out = [_finish(entry, all_ranks) for entry in groups.values()]
-    out.sort(key=lambda e: (-severity_rank(e["severity"]), -e["impact_ns_total"], e["first_finding"]))
-    return out
+    ranked = [(_measure(entry), _finish(entry, all_ranks)) for entry in groups.values()]
+    ranked.sort(key=lambda m_e: (-severity_rank(m_e[1]["severity"]), -m_e[0], m_e[1]["first_finding"]))
+    return [e for _, e in ranked]
+
+
+def _measure(entry: dict[str, Any]) -> int:
+    """What an entry is ranked by after its severity, as the findings are (engine.analyze.finding_rank): the
+    saving with the fix on every rank it touches, else its one finding's saving, else the time its findings claim
+    in all."""
+    if entry.get("saving_all_ranks_ns") is not None:
+        return int(entry["saving_all_ranks_ns"])
+    savings = entry.get("savings") or []
+    if len(savings) == 1 and savings[0] is not None:
+        return int(savings[0])
+    return sum(int(r["impact_ns"]) for r in entry["per"].values())
 
 
 def _subject(finding) -> str:
