@@ -284,8 +284,9 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
     before, still queued, which a faster kernel moves far earlier than the host's step."""
     ns, ne = times
     mine = g.ops["capture_id"].to_numpy() == capture_id
-    if on_host and (mine & (g.kinds == HOST)).any():
-        mine &= g.kinds == HOST
+    if on_host:
+        host = mine & (g.kinds == HOST)
+        mine = host if host.any() else mine
     mine = np.flatnonzero(mine)
     if not len(mine) or not spans:
         return [float(e - s) for s, e in spans]

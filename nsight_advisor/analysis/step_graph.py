@@ -395,7 +395,9 @@ def _blocking_ends(g: StepGraph) -> None:
         return
     starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
     took = ends[calls] - starts[calls]
-    typical = ops.loc[calls].assign(took=took).groupby(["capture_id", "name"], dropna=False)["took"] \
+    # only the two key columns copied: a million calls' frame would be copied whole
+    typical = ops.loc[calls, ["capture_id", "name"]].assign(took=took) \
+        .groupby(["capture_id", "name"], dropna=False)["took"] \
         .transform(lambda d: d.quantile(TYPICAL_QUANTILE)).to_numpy(np.float64)
     blocking = ops["blocking"].to_numpy(bool)[calls]
     stalled = ~blocking & (took >= STALLED_MIN_NS) & (took >= STALLED_FACTOR * typical)

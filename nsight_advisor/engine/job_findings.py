@@ -69,21 +69,21 @@ def job_findings(result) -> list[dict[str, Any]]:
         entry.setdefault("savings", []).append(getattr(f, "saving_ns", None))
         if getattr(f, "saving_all_ranks_ns", None) is not None:
             entry["saving_all_ranks_ns"] = f.saving_all_ranks_ns  # the same on every finding of the group
-    ranked = [(_measure(entry), _finish(entry, all_ranks)) for entry in groups.values()]
-    ranked.sort(key=lambda m_e: (-severity_rank(m_e[1]["severity"]), -m_e[0], m_e[1]["first_finding"]))
-    return [e for _, e in ranked]
+    ranked = [(entry, _finish(entry, all_ranks)) for entry in groups.values()]
+    ranked.sort(key=lambda pair: (-severity_rank(pair[1]["severity"]), -_measure(*pair), pair[1]["first_finding"]))
+    return [done for _, done in ranked]
 
 
-def _measure(entry: dict[str, Any]) -> int:
+def _measure(entry: dict[str, Any], done: dict[str, Any]) -> int:
     """What an entry is ranked by after its severity, as the findings are (engine.analyze.finding_rank): the
     saving with the fix on every rank it touches, else its one finding's saving, else the time its findings claim
     in all."""
     if entry.get("saving_all_ranks_ns") is not None:
         return int(entry["saving_all_ranks_ns"])
-    savings = entry.get("savings") or []
+    savings = entry["savings"]
     if len(savings) == 1 and savings[0] is not None:
         return int(savings[0])
-    return sum(int(r["impact_ns"]) for r in entry["per"].values())
+    return done["impact_ns_total"]
 
 
 def _subject(finding) -> str:

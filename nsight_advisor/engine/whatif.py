@@ -212,10 +212,10 @@ def _saved(model: StepModel, before: dict[int, list[float]], after: tuple[np.nda
 
 
 def _all_ranks_savings(model: StepModel, before: dict[int, list[float]], findings: list[Finding],
-                       changes: dict[int, dict[str, Any]], budget: int) -> int:
+                       changes: dict[int, dict[str, Any]], budget: int) -> None:
     """Set ``saving_all_ranks_ns`` on the findings of each rule and subject that fires on two or more ranks or GPUs:
-    their fixes applied at once, replayed (ranks waiting for each other at a collective gain nothing from one
-    rank's fix alone). Returns the operations replayed."""
+    their fixes applied at once, replayed within ``budget`` operations (ranks waiting for each other at a
+    collective gain nothing from one rank's fix alone)."""
     from nsight_advisor.engine.combined_view import finding_subject
 
     groups: dict[tuple[str, str], list[Finding]] = {}
@@ -229,7 +229,6 @@ def _all_ranks_savings(model: StepModel, before: dict[int, list[float]], finding
         saved = _saved(model, before, replay(model.graph, **combine_changes([changes[id(f)] for f in members])))
         for f in members:
             f.saving_all_ranks_ns = saved
-    return used
 
 
 def combine_changes(changes: list[dict[str, Any]]) -> dict[str, Any]:
