@@ -137,12 +137,13 @@ def format_from_suffix(output: Path | None) -> str:
 
 def write_report(result, fmt: str, output: Path | None) -> None:
     """Render ``result`` as ``fmt`` to ``output`` (atomically) or stdout."""
-    text = result_cache.read_rendered(result, fmt)
+    kept_at = result_cache.rendered_path(result, fmt)
+    text = result_cache.read_rendered(kept_at)
     if text is None:
         from nsight_advisor.report import render
 
         text = render(result, fmt)
-        result_cache.write_rendered(result, fmt, text)
+        result_cache.write_rendered(kept_at, text)
     if output is None:
         write_stdout(text)
         return

@@ -73,6 +73,10 @@ BLOCKING_CALL = r"(?:Synchronize|^cuda(?:Memcpy|Memset)(?!.*Async)|^cu(?:Memcpy|
 #: in a full launch queue, an "asynchronous" copy from pageable memory, which returns once the copy is done.
 STALLED_FACTOR = 10
 STALLED_MIN_NS = 20_000
+#: Calls that never stall on the GPU, however long they took: a query (``cudaEventQuery``, ``cudaStreamQuery``)
+#: answers with the GPU's state at once and queues nothing; a slow one waited for a lock on the host, and a
+#: faster GPU does not make it return sooner.
+NEVER_STALLS = r"Query(?:_v\d+)?$"
 
 
 @dataclass
@@ -395,12 +399,15 @@ def _blocking_ends(g: StepGraph) -> None:
         return
     starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
     took = ends[calls] - starts[calls]
-    # only the two key columns copied: a million calls' frame would be copied whole
-    typical = ops.loc[calls, ["capture_id", "name"]].assign(took=took) \
-        .groupby(["capture_id", "name"], dropna=False)["took"] \
-        .transform(lambda d: d.quantile(TYPICAL_QUANTILE)).to_numpy(np.float64)
+    group = ops.loc[calls, ["capture_id", "name"]].groupby(["capture_id", "name"], dropna=False, sort=False) \
+        .ngroup().to_numpy(np.int64)
+    typical = group_quantile(group, took, TYPICAL_QUANTILE)
     blocking = ops["blocking"].to_numpy(bool)[calls]
     stalled = ~blocking & (took >= STALLED_MIN_NS) & (took >= STALLED_FACTOR * typical)
+    if stalled.any():
+        slow = np.flatnonzero(stalled)
+        polls = ops.loc[calls[slow], "name"].fillna("").str.contains(NEVER_STALLS, regex=True).to_numpy(bool)
+        stalled[slow[polls]] = False
     calls, typical, blocking = calls[blocking | stalled], typical[blocking | stalled], blocking[blocking | stalled]
     if not len(calls):
         return
@@ -417,6 +424,25 @@ def _blocking_ends(g: StepGraph) -> None:
     alone = np.where(blocking, np.maximum(w, 1_000), np.maximum(np.rint(typical), 1_000)).astype(np.int64)
     g.own_ns[c] = np.minimum(ends[c] - starts[c], alone)
     _other_streams(g, c[blocking], pkey, starts, ends)
+
+
+def group_quantile(group: np.ndarray, values: np.ndarray, q: float) -> np.ndarray:
+    """Each row's ``q`` quantile of the ``values`` of its ``group`` (ids 0..n-1), interpolated linearly between
+    the two nearest values as pandas' and numpy's default does; one sort instead of a Python call per group (the
+    8 DLRM ranks' 2,000 call names: 80 ms -> 2 ms)."""
+    order = np.lexsort((values, group))
+    ranked = values[order].astype(np.float64)
+    counts = np.bincount(group, minlength=int(group.max(initial=-1)) + 1)
+    first = np.cumsum(counts) - counts
+    q = q * 100.0 / 100.0  # as pandas hands it to numpy (a percentile), and numpy's index of it
+    pos = (counts - 1) * q
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, counts - 1)
+    t = pos - lo
+    a, b = ranked[first + lo], ranked[first + hi]
+    # numpy's lerp, exactly: from the nearer end, so that t = 1 gives b itself
+    per_group = np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)
+    return per_group[group]
 
 
 def _other_streams(g: StepGraph, calls: np.ndarray, pkey: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:

@@ -118,28 +118,32 @@ def write_result(key: str, result: Any, decode: Decode) -> bool:
     return True
 
 
-def _rendered_path(key: str, result: Any, fmt: str) -> Path:
-    # The result's own digest is part of the name: a caller that changed the result after analyze()
-    # gets a fresh render, never one of the unchanged result.
+def rendered_path(result: Any, fmt: str) -> Path | None:
+    """Where ``result`` rendered as ``fmt`` is kept beside its cached result; None when the result is not cached.
+
+    The result's own digest is part of the name: a caller that changed the result after analyze() gets a fresh
+    render, never one of the unchanged result. (Computed once per report: the digest serializes the whole
+    result, 18 ms on the 8 DLRM ranks.)"""
+    key = getattr(result, "_cache_key", None)
+    if key is None:
+        return None
     digest = hashlib.sha256(json.dumps(result.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
     return results_dir() / f"{key}.{digest}.{fmt}"
 
 
-def read_rendered(result: Any, fmt: str) -> str | None:
-    """The report of ``result`` rendered as ``fmt``, when kept beside the cached result; else None."""
-    key = getattr(result, "_cache_key", None)
-    if key is None:
-        return None
-    return cache_safety.read_private_text(_rendered_path(key, result, fmt))
+def read_rendered(target: Path | None) -> str | None:
+    """The report kept at ``target`` (:func:`rendered_path`), if any."""
+    return None if target is None else cache_safety.read_private_text(target)
 
 
-def write_rendered(result: Any, fmt: str, text: str) -> None:
-    """Keep ``text``, ``result`` rendered as ``fmt``, beside the cached result (only while that is kept)."""
-    key = getattr(result, "_cache_key", None)
-    folder = results_dir()
-    if key is None or not (folder / f"{key}.json").exists() or not cache_safety.usable_subdir(folder):
+def write_rendered(target: Path | None, text: str) -> None:
+    """Keep ``text`` at ``target`` (:func:`rendered_path`), only while the result it renders is kept."""
+    if target is None:
         return
-    target = _rendered_path(key, result, fmt)
+    folder = target.parent
+    key = target.name.split(".", 1)[0]
+    if not (folder / f"{key}.json").exists() or not cache_safety.usable_subdir(folder):
+        return
     try:
         tmp = temp_path(".tmp", near=folder)
     except OSError:
