@@ -177,6 +177,63 @@ def test_ranks_waiting_for_each_other_save_only_when_fixed_together(memory_store
     assert merged["drop_wait"].tolist() == [True, False] and merged["own_scale"].tolist() == [0.25, 0.8]
 
 
+def _proc_call(con, pid, corr, name, start, end):
+    con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
+                "end_ns, duration_ns) values (1, ?, ?, ?, ?, ?, 'runtime', ?, ?, ?)",
+                [pid, pid, corr, name, name, us(start), us(end), us(end) - us(start)])
+
+
+def _proc_kernel(con, pid, corr, name, start, end):
+    insert_kernels(con, [{"capture_id": 1, "device_id": pid - 1, "stream_id": 7, "pid": pid, "correlation_id": corr,
+                          "start_ns": us(start), "end_ns": us(end), "duration_ns": us(end) - us(start),
+                          "name": name, "short_name": name}])
+
+
+def test_gpus_driven_by_processes_of_their_own_save_each_their_own(memory_store):
+    # one capture, two processes, each driving its own GPU through three steps of a launch, a 100 µs kernel and a
+    # synchronization; the capture's steps are GPU 1's (its kernel sequence, started 40 µs later: 50 to 410 µs).
+    # They hold two of GPU 0's kernels whole (130-230, 250-350; the first started at 10): halved, those shorten
+    # GPU 0's part of the steps by 100 µs, though GPU 1's operations, which the capture's steps move with, do not
+    # move.
+    from nsight_advisor.analysis.critical_path import device_units
+    from nsight_advisor.engine.whatif import StepModel, _saved
+
+    con = memory_store
+    for pid, t0 in ((1, 0), (2, 40)):
+        for k in range(3):
+            at = t0 + 120 * k
+            _proc_call(con, pid, 2 * k + 1, "cudaLaunchKernel", at, at + 5)
+            _proc_kernel(con, pid, 2 * k + 1, "gemm", at + 10, at + 110)
+            _proc_call(con, pid, 2 * k + 2, "cudaStreamSynchronize", at + 6, at + 112)
+    g = build_graph(con, [1])
+    units = device_units(g, 1)
+    assert len(units) == 2 and not (units[0] & units[1]).any()
+    steps = {1: [(us(50 + 120 * k), us(50 + 120 * (k + 1))) for k in range(3)]}  # GPU 1's kernels start them
+    model = StepModel(g, steps, {1: "kernel sequence"}, base=replay(g))
+    on_gpu0 = kernel_ops(g, "gemm") & (g.ops["device_id"].to_numpy() == 0)
+    halved = replay(g, own_scale=np.where(on_gpu0, 0.5, 1.0))
+    assert _saved(model, model.totals(), halved) == 0  # measured on the capture's one step definition
+    model.units = {1: units}
+    assert _saved(model, model.totals(), halved) == us(100)  # measured on each GPU's own operations
+
+
+def test_a_dropped_synchronization_saves_no_more_than_the_gpu_work_allows(memory_store):
+    # the host launches a 990 µs kernel, waits for it in a synchronization, then polls an event: dropping the wait
+    # lets the host finish at once, but the step's GPU work still ends at 1000 µs (not at the poll's new end)
+    con = memory_store
+    _call(con, 1, 1, "cudaLaunchKernel", 0, 5)
+    _kernel(con, 1, 1, "long_a", 7, 10, 1000)
+    _call(con, 1, 2, "cudaStreamSynchronize", 6, 1002)
+    _call(con, 1, 3, "cudaEventQuery", 1003, 1008)
+    g = build_graph(con, [1])
+    base = replay(g)
+    dropped = replay(g, drop_wait=(g.ops["name"] == "cudaStreamSynchronize").to_numpy())
+    span = [(0, us(1008))]
+    assert map_steps(g, 1, span, base)[0] - map_steps(g, 1, span, dropped)[0] == us(8)  # 1008 -> 1000
+    # steps the host marked end as its calls do: there the host's own time is the step
+    assert map_steps(g, 1, span, base, on_host=True)[0] - map_steps(g, 1, span, dropped, on_host=True)[0] > us(900)
+
+
 def test_a_rule_on_both_ranks_of_a_real_job_is_replayed_fixed_on_both():
     # nsys_ai_mfu_2gpu_before: two ranks that meet at collectives; the host gaps of each rank's GPU, closed on one
     # rank alone, save 7.4 and 3.3 ms; closed on both, more than either

@@ -170,7 +170,8 @@ def test_dlrm_ranks_have_graph_candidates(tmp_path):
     con, ids = workflow.load(ranks)
     try:
         model = step_model(con, ids)
-        answer = graph_candidates(model.graph, model.steps, model.base, model.kept)
+        answer = graph_candidates(model.graph, model.steps, model.base, model.kept,
+                                  on_host={cid: model.on_host(cid) for cid in model.steps})
     finally:
         con.close()
     assert answer["found"] >= 10

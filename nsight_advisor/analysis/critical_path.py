@@ -276,14 +276,19 @@ def slack(g: StepGraph, times: tuple[np.ndarray, np.ndarray] | None = None) -> n
 
 
 def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
-              times: tuple[np.ndarray, np.ndarray], on_host: bool = False) -> list[float]:
+              times: tuple[np.ndarray, np.ndarray], on_host: bool = False,
+              among: np.ndarray | None = None) -> list[float]:
     """Each step's duration under replayed ``times``: its start moves with the first op of the capture starting at
-    or after it, its end with the next step's start, or (the last step) with the last op ending at or before it.
+    or after it, its end with the next step's start, or (the last step) with the last op ending at or before it (the
+    latest replayed end of the ops that had ended by it, unless ``on_host``).
     ``spans`` on the graph's (aligned) clock. ``on_host``: steps the host marked (NVTX ranges) move with the
     capture's CUDA calls only: on a GPU-bound trace the first op after a step's start is often a kernel of the step
-    before, still queued, which a faster kernel moves far earlier than the host's step."""
+    before, still queued, which a faster kernel moves far earlier than the host's step. ``among``: a boolean mask
+    of the ops the steps move with (one GPU's, :func:`device_units`), else all the capture's."""
     ns, ne = times
     mine = g.ops["capture_id"].to_numpy() == capture_id
+    if among is not None:
+        mine = mine & among
     if on_host:
         host = mine & (g.kinds == HOST)
         mine = host if host.any() else mine
@@ -296,6 +301,13 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
     sorted_start = np.sort(start0)
     by_end = mine[np.argsort(end0, kind="stable")]
     sorted_end = np.sort(end0)
+    if on_host:  # the host's steps end as its calls do
+        latest_end = np.asarray(ne, np.float64)[by_end]
+    else:
+        # steps of GPU work end when all of it has: the latest replayed end of the ops that had ended by each place,
+        # not the replayed end of the op that had ended last (a host thread no longer held back by a dropped
+        # synchronization finishes its calls long before the GPU work they queued)
+        latest_end = np.maximum.accumulate(np.asarray(ne, np.float64)[by_end])
 
     def moved_start(b: int) -> float:
         k = int(np.searchsorted(sorted_start, b, "left"))
@@ -308,8 +320,7 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
         k = int(np.searchsorted(sorted_end, b, "right")) - 1
         if k < 0:
             return float(b)
-        j = by_end[k]
-        return b + (ne[j] - end_all[j])
+        return b + (latest_end[k] - sorted_end[k])
 
     out = []
     for n, (s, e) in enumerate(spans):
@@ -318,6 +329,29 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
         hi = moved_start(e) if follows else moved_end(e)
         out.append(float(hi - lo))
     return out
+
+
+def device_units(g: StepGraph, capture_id: int) -> list[np.ndarray]:
+    """For a capture whose GPUs are each driven by processes of their own (a job's ranks recorded in one capture),
+    one boolean mask over the ops per GPU: its operations and its processes' CUDA calls; else none. A fix on one
+    GPU's kernels shortens that GPU's steps, which the capture's one step definition (another GPU's kernel
+    sequence) need not show; where one process drives several GPUs, its steps are theirs together."""
+    ops = g.ops
+    mine = ops["capture_id"].to_numpy() == capture_id
+    gpu = mine & (g.kinds != HOST) & ops["device_id"].notna().to_numpy()
+    devices = ops.loc[gpu, ["device_id", "pid"]]
+    if devices["device_id"].nunique() < 2 or devices["pid"].isna().any():
+        return []
+    pids = devices.drop_duplicates().groupby("device_id")["pid"].agg(lambda p: set(p.tolist()))
+    if sum(len(p) for p in pids) != len(set().union(*pids)):  # a process drives two GPUs
+        return []
+    host_pid = ops["pid"].astype("float64").to_numpy()
+    host = mine & (g.kinds == HOST)
+    units = []
+    for device, procs in pids.items():
+        on_device = gpu & (ops["device_id"].to_numpy() == device)
+        units.append(on_device | (host & np.isin(host_pid, [float(p) for p in procs])))
+    return units
 
 
 def path_summary(g: StepGraph, segments: list[dict[str, Any]]) -> dict[str, Any]:

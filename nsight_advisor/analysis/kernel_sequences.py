@@ -158,22 +158,27 @@ def as_one_launch(g: StepGraph, runs: list[list[int]]) -> tuple[StepGraph, dict[
 
 
 def graph_candidates(g: StepGraph, steps: dict[int, list[tuple[int, int]]], base: tuple[np.ndarray, np.ndarray],
-                     kept: dict[int, tuple[int, int]], on_host: dict[int, bool] | None = None) -> dict[str, Any]:
+                     kept: dict[int, tuple[int, int]], on_host: dict[int, bool] | None = None,
+                     units: dict[int, list[np.ndarray]] | None = None) -> dict[str, Any]:
     """The report's ``summary.graph_candidates``: the candidates with the largest replayed savings, and the saving
-    of all candidates found launched as graphs together. ``on_host``: the captures whose steps the host marked
-    (critical_path.map_steps)."""
-    on_host = on_host or {}
+    of all candidates found launched as graphs together. ``on_host``: the captures whose steps the host marked;
+    ``units``: the captures whose GPUs' steps are measured apart (critical_path.map_steps and device_units)."""
+    on_host, units = on_host or {}, units or {}
     found = find_sequences(g, steps)
-    before = {cid: map_steps(g, cid, spans, base, on_host.get(cid, False)) for cid, spans in steps.items()}
+
+    def total(cid: int, spans: list[tuple[int, int]], times: tuple[np.ndarray, np.ndarray]) -> float:
+        return sum(sum(map_steps(g, cid, spans, times, on_host.get(cid, False), among))
+                   for among in units.get(cid) or [None])
+
+    before = {cid: total(cid, spans, base) for cid, spans in steps.items()}
 
     def saving(runs: list[list[int]]) -> dict[int, float]:
         changed, scales = as_one_launch(g, runs)
         after = replay(changed, **scales)
         out = {}
         for cid, spans in steps.items():
-            shown, total = kept.get(cid, (len(spans), len(spans)))
-            out[cid] = (sum(before[cid]) - sum(map_steps(g, cid, spans, after, on_host.get(cid, False)))) \
-                * total / max(shown, 1)
+            shown, count = kept.get(cid, (len(spans), len(spans)))
+            out[cid] = (before[cid] - total(cid, spans, after)) * count / max(shown, 1)
         return out
 
     rows = []

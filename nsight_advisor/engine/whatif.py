@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from nsight_advisor.common import sql_params
-from nsight_advisor.analysis.critical_path import critical_path, map_steps, path_summary, replay
+from nsight_advisor.analysis.critical_path import critical_path, device_units, map_steps, path_summary, replay
 from nsight_advisor.analysis.iterations import _quantile
 from nsight_advisor.analysis.steps import Steps, steps_of
 from nsight_advisor.analysis.step_graph import HOST, KERNEL, StepGraph, build_graph
@@ -54,10 +54,25 @@ class StepModel:
     base: tuple[np.ndarray, np.ndarray] = field(default=None)  # the unchanged replay (= the recorded times)
     kept: dict[int, tuple[int, int]] = field(default_factory=dict)  # capture -> (steps in the graph, steps found)
 
+    units: dict[int, list[np.ndarray]] = field(default_factory=dict)  # capture -> its GPUs' ops (device_units)
+
     def durations(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, list[float]]:
         """Each capture's step durations under ``times`` (the recorded ones when None), ns."""
         times = times if times is not None else self.base
         return {cid: map_steps(self.graph, cid, spans, times, self.on_host(cid)) for cid, spans in self.steps.items()}
+
+    def totals(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[tuple[int, int], float]:
+        """What a saving is measured on, under ``times``: each capture's steps summed, keyed ``(capture, -1)``; in a
+        capture whose GPUs run processes of their own (:func:`device_units`), each GPU's, keyed ``(capture, k)``, as
+        a job's ranks in captures of their own are."""
+        times = times if times is not None else self.base
+        out: dict[tuple[int, int], float] = {}
+        for cid, spans in self.steps.items():
+            units = self.units.get(cid) or [None]
+            for k, among in enumerate(units):
+                key = (cid, -1 if among is None else k)
+                out[key] = sum(map_steps(self.graph, cid, spans, times, self.on_host(cid), among))
+        return out
 
     def on_host(self, capture_id: int) -> bool:
         """Whether the capture's steps are the host's (NVTX ranges), not a kernel sequence's."""
@@ -91,6 +106,7 @@ def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
     model = StepModel(graph, steps, {c: v[1] for c, v in found.items()})
     model.kept = kept
     model.base = replay(graph)
+    model.units = {c: units for c in steps if (units := device_units(graph, c))}
     return model
 
 
@@ -171,7 +187,7 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
         model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS)
     if not isinstance(model, StepModel):
         return {"captures": [], "steps": 0, "findings": 0}
-    before = model.durations()
+    before = model.totals()
     paths = step_paths(model.graph, model.steps, model.base)
     given = skipped = 0
     budget = MAX_ANALYSIS_REPLAY_OPS
@@ -201,17 +217,18 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
             **({"findings_not_replayed": skipped} if skipped else {})}
 
 
-def _saved(model: StepModel, before: dict[int, list[float]], after: tuple[np.ndarray, np.ndarray]) -> int:
-    """What the replayed steps of every capture got shorter in all (the middle steps kept stand for all)."""
-    durations = model.durations(after)
+def _saved(model: StepModel, before: dict[tuple[int, int], float], after: tuple[np.ndarray, np.ndarray]) -> int:
+    """What the replayed steps got shorter in all (:meth:`StepModel.totals`: each capture's, or each GPU's of a
+    capture whose GPUs run processes of their own; the middle steps kept stand for all)."""
+    now = model.totals(after)
     saved = 0.0
-    for cid, was in before.items():
-        kept, total = model.kept.get(cid, (1, 1))
-        saved += (sum(was) - sum(durations[cid])) * total / kept
+    for key, was in before.items():
+        kept, total = model.kept.get(key[0], (1, 1))
+        saved += (was - now[key]) * total / kept
     return max(int(round(saved)), 0)
 
 
-def _all_ranks_savings(model: StepModel, before: dict[int, list[float]], findings: list[Finding],
+def _all_ranks_savings(model: StepModel, before: dict[tuple[int, int], float], findings: list[Finding],
                        changes: dict[int, dict[str, Any]], budget: int) -> None:
     """Set ``saving_all_ranks_ns`` on the findings of each rule and subject that fires on two or more ranks or GPUs:
     their fixes applied at once, replayed within ``budget`` operations (ranks waiting for each other at a
@@ -423,4 +440,5 @@ def graph_candidates(model: StepModel | None) -> dict[str, Any] | None:
     if model is None:
         return None
     return kernel_sequences.graph_candidates(model.graph, model.steps, model.base, model.kept,
-                                             on_host={cid: model.on_host(cid) for cid in model.steps})
+                                             on_host={cid: model.on_host(cid) for cid in model.steps},
+                                             units=model.units)
