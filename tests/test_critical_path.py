@@ -405,6 +405,22 @@ def test_a_replay_from_the_first_change_equals_a_whole_replay():
     assert not np.array_equal(whole[1], model.base[1])  # the change did change something
 
 
+def test_whatif_on_two_gpus_of_their_own_answers_for_each(tmp_path):
+    # nsys_ai_h100_2gpu_1s: two processes, one H100 each, no collectives; its steps are GPU 1's kernel sequence
+    from nsight_advisor import api
+
+    capture = TRACES / "nsys" / "nsys_ai_h100_2gpu_1s.sqlite"
+    if not capture.exists():
+        pytest.skip("nsys_ai_h100_2gpu_1s.sqlite is absent")
+    answer = api.whatif(capture, kernel="gemm", speedup=2.0, store=tmp_path / "s.duckdb")
+    (cap,) = answer["captures"]
+    assert [g["device_id"] for g in cap["gpus"]] == [0, 1]
+    assert all(g["saving_ns"] > 1_000_000 for g in cap["gpus"])  # both GPUs run the gemms: each saves its own
+    assert cap["saving_ns"] == sum(g["saving_ns"] for g in cap["gpus"])
+    slowest = max(cap["gpus"], key=lambda g: g["median_iteration_ns"])
+    assert answer["predicted_median_iteration_ns"] == slowest["predicted_median_iteration_ns"]
+
+
 def test_whatif_cli_json_and_bad_input(tmp_path):
     _need_traces()
     import json

@@ -155,6 +155,7 @@ def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel
         median_k = int(np.argsort(b, kind="stable")[len(b) // 2]) if b else 0
         s, e = model.steps[cid][median_k]
         path = critical_path(model.graph, s, e, cid, model.base)
+        gpus = _gpu_steps(model, cid, after)
         captures.append({
             "capture_id": cid, "source_name": (names or {}).get(cid), "steps": len(b),
             "step_source": model.sources[cid],
@@ -162,17 +163,35 @@ def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel
             "predicted_median_iteration_ns": _quantile(sorted(int(round(x)) for x in a), 0.5),
             "iterations_ns": [int(round(x)) for x in b],
             "predicted_iterations_ns": [int(round(x)) for x in a],
-            "saving_ns": int(round(sum(b) - sum(a))),
+            # a capture whose GPUs run processes of their own: the sum of its GPUs' savings, as for a finding
+            "saving_ns": sum(g["saving_ns"] for g in gpus) if gpus else int(round(sum(b) - sum(a))),
             "critical_path": {"step": median_k, **path_summary(model.graph, path)},
+            **({"gpus": gpus} if gpus else {}),
         })
     chosen = model.graph.ops.loc[mask, "name"]
-    # a job's step runs at its slowest rank's pace
-    top = max(captures, key=lambda c: c["median_iteration_ns"])
+    # a job's step runs at its slowest rank's pace (a GPU that runs processes of its own is a rank)
+    top = max([g for c in captures for g in c.get("gpus", [c])], key=lambda c: c["median_iteration_ns"])
     return {"change": {"kernel": kernel, "speedup": speedup, "kernel_names": sorted(chosen.unique().tolist()),
                        "launches": int(mask.sum())},
             "median_iteration_ns": top["median_iteration_ns"],
             "predicted_median_iteration_ns": top["predicted_median_iteration_ns"],
             "captures": captures}
+
+
+def _gpu_steps(model: StepModel, capture_id: int, after: tuple[np.ndarray, np.ndarray]) -> list[dict[str, Any]]:
+    """Each GPU's steps before and after, where the capture's GPUs run processes of their own (device_units): the
+    capture's steps measured on the GPU's own operations and its processes' calls."""
+    g, spans = model.graph, model.steps[capture_id]
+    out = []
+    for among in model.units.get(capture_id, []):
+        b = map_steps(g, capture_id, spans, model.base, model.on_host(capture_id), among)
+        a = map_steps(g, capture_id, spans, after, model.on_host(capture_id), among)
+        device = g.ops["device_id"].to_numpy()[among & (g.kinds != HOST)]
+        out.append({"device_id": int(device[0]),
+                    "median_iteration_ns": _quantile(sorted(int(round(x)) for x in b), 0.5),
+                    "predicted_median_iteration_ns": _quantile(sorted(int(round(x)) for x in a), 0.5),
+                    "saving_ns": int(round(sum(b) - sum(a)))})
+    return out
 
 
 def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], findings: list[Finding],

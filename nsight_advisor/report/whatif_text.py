@@ -25,7 +25,10 @@ def render_whatif(answer: dict[str, Any]) -> str:
         name = printable(cap.get("source_name") or f"capture {cap['capture_id']}")
         lines.append(f"  {name}: {cap['steps']} steps ({printable(cap['step_source'])}), median "
                      f"{_ms(cap['median_iteration_ns'])} -> {_ms(cap['predicted_median_iteration_ns'])}; "
-                     f"all steps {_ms(cap['saving_ns'])} shorter")
+                     f"all steps {_ms(cap['saving_ns'])} shorter" + (" (its GPUs' together)" if cap.get("gpus") else ""))
+        for gpu in cap.get("gpus", []):
+            lines.append(f"    GPU {gpu['device_id']} (its own processes): median {_ms(gpu['median_iteration_ns'])} -> "
+                         f"{_ms(gpu['predicted_median_iteration_ns'])}; all steps {_ms(gpu['saving_ns'])} shorter")
         path = cap["critical_path"]
         parts = ", ".join(f"{printable(k)} {_pct(v, path['length_ns'])}" for k, v in list(path["by_kind_ns"].items())[:5])
         lines.append(f"    critical path of its median step ({_ms(path['length_ns'])}): {parts}")
