@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from nsight_advisor.analysis.critical_path import critical_path, map_steps, replay, slack
-from nsight_advisor.analysis.step_graph import build_graph, group_quantile
+from nsight_advisor.analysis.group_quantile import group_quantile
+from nsight_advisor.analysis.step_graph import build_graph
 from nsight_advisor.engine.whatif import kernel_ops
 from nsight_advisor.store.database import insert_kernels
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from nsight_advisor.analysis.group_quantile import group_quantile
 from nsight_advisor.common import sql_params
 
 if TYPE_CHECKING:
@@ -424,25 +425,6 @@ def _blocking_ends(g: StepGraph) -> None:
     alone = np.where(blocking, np.maximum(w, 1_000), np.maximum(np.rint(typical), 1_000)).astype(np.int64)
     g.own_ns[c] = np.minimum(ends[c] - starts[c], alone)
     _other_streams(g, c[blocking], pkey, starts, ends)
-
-
-def group_quantile(group: np.ndarray, values: np.ndarray, q: float) -> np.ndarray:
-    """Each row's ``q`` quantile of the ``values`` of its ``group`` (ids 0..n-1), interpolated linearly between
-    the two nearest values as pandas' and numpy's default does; one sort instead of a Python call per group (the
-    8 DLRM ranks' 2,000 call names: 80 ms -> 2 ms)."""
-    order = np.lexsort((values, group))
-    ranked = values[order].astype(np.float64)
-    counts = np.bincount(group, minlength=int(group.max(initial=-1)) + 1)
-    first = np.cumsum(counts) - counts
-    q = q * 100.0 / 100.0  # as pandas hands it to numpy (a percentile), and numpy's index of it
-    pos = (counts - 1) * q
-    lo = np.floor(pos).astype(np.int64)
-    hi = np.minimum(lo + 1, counts - 1)
-    t = pos - lo
-    a, b = ranked[first + lo], ranked[first + hi]
-    # numpy's lerp, exactly: from the nearer end, so that t = 1 gives b itself
-    per_group = np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)
-    return per_group[group]
 
 
 def _other_streams(g: StepGraph, calls: np.ndarray, pkey: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
