@@ -53,7 +53,6 @@ class StepModel:
     sources: dict[int, str]
     base: tuple[np.ndarray, np.ndarray] = field(default=None)  # the unchanged replay (= the recorded times)
     kept: dict[int, tuple[int, int]] = field(default_factory=dict)  # capture -> (steps in the graph, steps found)
-
     units: dict[int, list[np.ndarray]] = field(default_factory=dict)  # capture -> its GPUs' ops (device_units)
 
     def durations(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, list[float]]:
