@@ -216,6 +216,14 @@ def test_gpus_driven_by_processes_of_their_own_save_each_their_own(memory_store)
     assert _saved(model, model.totals(), halved) == 0  # measured on the capture's one step definition
     model.units = {1: units}
     assert _saved(model, model.totals(), halved) == us(100)  # measured on each GPU's own operations
+    # and each GPU's critical paths walked from its own operations: GPU 0's kernels hold a share of GPU 0's paths,
+    # none of GPU 1's (a process of its own, no collective between them)
+    from nsight_advisor.engine.path_share import step_paths
+
+    paths = step_paths(g, steps, model.base, model.units)
+    change = {"own_scale": np.where(on_gpu0, 0.5, 1.0)}
+    assert paths.share_pct(1, change, 0) >= 40 and paths.share_pct(1, change, 1) == 0
+    assert step_paths(g, steps, model.base).share_pct(1, change, 0) < paths.share_pct(1, change, 0)
 
 
 def test_a_dropped_synchronization_saves_no_more_than_the_gpu_work_allows(memory_store):

@@ -188,10 +188,13 @@ def critical_path(g: StepGraph, start_ns: float, end_ns: float, capture_id: int,
     return [s for s in segments if s["end_ns"] > s["start_ns"]]
 
 
-def last_ops(g: StepGraph, capture_id: int, ends_ns: list[float], ne: np.ndarray) -> list[int]:
+def last_ops(g: StepGraph, capture_id: int, ends_ns: list[float], ne: np.ndarray,
+             among: np.ndarray | None = None) -> list[int]:
     """For each step end, the op of ``capture_id`` that :func:`critical_path` starts from (the first by index of
-    those ending latest by then), -1 for none: one sort for all the steps of a capture."""
-    mine = np.flatnonzero(g.ops["capture_id"].to_numpy() == capture_id)
+    those ending latest by then), -1 for none: one sort for all the steps of a capture. ``among``: a boolean mask of
+    the ops it may be (one GPU's, :func:`device_units`)."""
+    mine = g.ops["capture_id"].to_numpy() == capture_id
+    mine = np.flatnonzero(mine if among is None else mine & among)
     order = mine[np.argsort(ne[mine], kind="stable")]
     sorted_ne = ne[order]
     out = []

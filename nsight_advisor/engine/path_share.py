@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nsight_advisor.analysis.critical_path import critical_path, last_ops
-from nsight_advisor.analysis.step_graph import KIND_NAMES, StepGraph
+from nsight_advisor.analysis.step_graph import HOST, KIND_NAMES, StepGraph
 
 #: Segment labels (analysis/critical_path.py) of an operation's own time, of the host's work before a call and of
 #: a blocking call's wait for the GPU.
@@ -33,16 +33,25 @@ class StepPaths:
     op: np.ndarray  # the segment's op, -1 for none
     what: np.ndarray  # 0 an op's own time, 1 host work, 2 a wait for the GPU, 3 anything else
     length_ns: np.ndarray
-    total_ns: dict[int, float]  # each capture's summed path length (= its steps' summed length)
+    total_ns: dict[int, float]  # each capture's summed path length (= its steps' summed length, per GPU it has)
     blocked_ns: np.ndarray  # a wait segment: the path's time the host sat blocked in its call (0 for the others)
+    # where a capture's GPUs run processes of their own (device_units), each GPU's paths apart: the GPU each
+    # segment's path ended on (-1: the capture's) and each GPU's summed path length
+    device: np.ndarray = None
+    device_total_ns: dict[tuple[int, int], float] = None
 
-    def share_pct(self, capture_id: int, change: dict[str, Any]) -> float | None:
-        """The share of ``capture_id``'s paths held by the operations a replay ``change`` (the keyword arguments
-        of ``replay``) alters, percent; None when the capture has no path."""
+    def share_pct(self, capture_id: int, change: dict[str, Any], device_id: int | None = None) -> float | None:
+        """The share of ``capture_id``'s paths (those of its GPU ``device_id`` where its GPUs were walked apart) held
+        by the operations a replay ``change`` (the keyword arguments of ``replay``) alters, percent; None when
+        there is no path."""
+        mine = (self.capture == capture_id) & (self.op >= 0)
         total = self.total_ns.get(int(capture_id), 0.0)
+        key = (int(capture_id), -1 if device_id is None else int(device_id))
+        if self.device_total_ns and key in self.device_total_ns:
+            total = self.device_total_ns[key]
+            mine &= self.device == key[1]
         if total <= 0:
             return None
-        mine = (self.capture == capture_id) & (self.op >= 0)
         op = np.maximum(self.op, 0)
         held = np.zeros(len(self.op))
         own = change.get("own_scale")
@@ -58,25 +67,35 @@ class StepPaths:
 
 
 def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
-               base: tuple[np.ndarray, np.ndarray]) -> StepPaths:
-    """The critical path of every one of ``steps`` (per capture, graph clock) on the replayed times ``base``."""
-    capture, op, what, length, blocked = [], [], [], [], []
+               base: tuple[np.ndarray, np.ndarray], units: dict[int, list[np.ndarray]] | None = None) -> StepPaths:
+    """The critical path of every one of ``steps`` (per capture, graph clock) on the replayed times ``base``; in a
+    capture with ``units`` (analysis/critical_path.py device_units), each GPU's: from the operation of its own
+    that ends each step."""
+    capture, op, what, length, blocked, device = [], [], [], [], [], []
     total: dict[int, float] = {}
+    per_device: dict[tuple[int, int], float] = {}
     ns = base[0]
-    for cid, spans in steps.items():
-        lasts = last_ops(graph, cid, [e for _s, e in spans], base[1])
+    gpu = graph.kinds != HOST
+    devices = graph.ops["device_id"].to_numpy()
+    walks = [(cid, spans, among) for cid, spans in steps.items() for among in (units or {}).get(cid) or [None]]
+    for cid, spans, among in walks:
+        dev = -1 if among is None else int(devices[among & gpu][0])
+        lasts = last_ops(graph, cid, [e for _s, e in spans], base[1], among)
         for (s, e), last in zip(spans, lasts):
             for seg in critical_path(graph, s, e, cid, base, last=last):
                 capture.append(cid)
+                device.append(dev)
                 op.append(-1 if seg["op"] is None else seg["op"])
                 label = seg["what"]
                 what.append(0 if label in _OWN else 1 if label == _HOST_WORK else 2 if label == _GPU_WAIT else 3)
                 length.append(seg["end_ns"] - seg["start_ns"])
                 total[cid] = total.get(cid, 0.0) + length[-1]
+                per_device[(cid, dev)] = per_device.get((cid, dev), 0.0) + length[-1]
                 if what[-1] == 2:  # the call would have returned at its start plus its own time, without the wait
                     i = seg["op"]
                     blocked.append(max(seg["end_ns"] - max(float(ns[i] + graph.own_ns[i]), s), 0.0))
                 else:
                     blocked.append(0.0)
     return StepPaths(np.asarray(capture, np.int64), np.asarray(op, np.int64), np.asarray(what, np.int8),
-                     np.asarray(length, np.float64), total, np.asarray(blocked, np.float64))
+                     np.asarray(length, np.float64), total, np.asarray(blocked, np.float64),
+                     np.asarray(device, np.int64), {k: v for k, v in per_device.items() if k[1] >= 0})

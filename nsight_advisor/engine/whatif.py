@@ -206,7 +206,7 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     if not isinstance(model, StepModel):
         return {"captures": [], "steps": 0, "findings": 0}
     before = model.totals()
-    paths = step_paths(model.graph, model.steps, model.base)
+    paths = step_paths(model.graph, model.steps, model.base, model.units)
     given = skipped = 0
     budget = MAX_ANALYSIS_REPLAY_OPS
     replayed = []
@@ -225,7 +225,7 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
         if change is None:
             continue
         changes[id(f)] = change
-        f.critical_path_pct = paths.share_pct(f.capture_id, change)
+        f.critical_path_pct = paths.share_pct(f.capture_id, change, f.device_id)
         f.saving_ns = _saved(model, before, replay(model.graph, **change))
         given += 1
     _all_ranks_savings(model, before, [f for f in replayed if id(f) in changes], changes, budget)
