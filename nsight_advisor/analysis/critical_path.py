@@ -334,27 +334,35 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
     return out
 
 
-def device_units(g: StepGraph, capture_id: int) -> list[np.ndarray]:
+def device_units(g: StepGraph, capture_id: int) -> dict[int, np.ndarray]:
     """For a capture whose GPUs are each driven by processes of their own (a job's ranks recorded in one capture),
-    one boolean mask over the ops per GPU: its operations and its processes' CUDA calls; else none. A fix on one
-    GPU's kernels shortens that GPU's steps, which the capture's one step definition (another GPU's kernel
-    sequence) need not show; where one process drives several GPUs, its steps are theirs together."""
+    one boolean mask over the ops per GPU, by device id: its operations and its processes' CUDA calls; else none.
+    A fix on one GPU's kernels shortens that GPU's steps, which the capture's one step definition (another GPU's
+    kernel sequence) need not show; where one process drives several GPUs, its steps are theirs together."""
     ops = g.ops
     mine = ops["capture_id"].to_numpy() == capture_id
     gpu = mine & (g.kinds != HOST) & ops["device_id"].notna().to_numpy()
     devices = ops.loc[gpu, ["device_id", "pid"]]
     if devices["device_id"].nunique() < 2 or devices["pid"].isna().any():
-        return []
+        return {}
     pids = devices.drop_duplicates().groupby("device_id")["pid"].agg(lambda p: set(p.tolist()))
     if sum(len(p) for p in pids) != len(set().union(*pids)):  # a process drives two GPUs
-        return []
+        return {}
     host_pid = ops["pid"].astype("float64").to_numpy()
     host = mine & (g.kinds == HOST)
-    units = []
+    units = {}
     for device, procs in pids.items():
         on_device = gpu & (ops["device_id"].to_numpy() == device)
-        units.append(on_device | (host & np.isin(host_pid, [float(p) for p in procs])))
+        units[int(device)] = on_device | (host & np.isin(host_pid, [float(p) for p in procs]))
     return units
+
+
+def step_totals(g: StepGraph, capture_id: int, spans: list[tuple[int, int]], times: tuple[np.ndarray, np.ndarray],
+                on_host: bool = False, units: dict[int, np.ndarray] | None = None) -> dict[int, float]:
+    """The capture's steps summed under replayed ``times`` (:func:`map_steps`), what a saving is measured on:
+    ``{-1: total}``, or with ``units`` (:func:`device_units`) each GPU's, by device id."""
+    return {device: sum(map_steps(g, capture_id, spans, times, on_host, among))
+            for device, among in (units or {-1: None}).items()}
 
 
 def path_summary(g: StepGraph, segments: list[dict[str, Any]]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from nsight_advisor.analysis.critical_path import map_steps, replay
+from nsight_advisor.analysis.critical_path import replay, step_totals
 from nsight_advisor.analysis.step_graph import KERNEL, StepGraph
 
 #: A kernel this short or shorter is a graph candidate's member: launching it costs about as much as running it.
@@ -159,16 +159,15 @@ def as_one_launch(g: StepGraph, runs: list[list[int]]) -> tuple[StepGraph, dict[
 
 def graph_candidates(g: StepGraph, steps: dict[int, list[tuple[int, int]]], base: tuple[np.ndarray, np.ndarray],
                      kept: dict[int, tuple[int, int]], on_host: dict[int, bool] | None = None,
-                     units: dict[int, list[np.ndarray]] | None = None) -> dict[str, Any]:
+                     units: dict[int, dict[int, np.ndarray]] | None = None) -> dict[str, Any]:
     """The report's ``summary.graph_candidates``: the candidates with the largest replayed savings, and the saving
     of all candidates found launched as graphs together. ``on_host``: the captures whose steps the host marked;
-    ``units``: the captures whose GPUs' steps are measured apart (critical_path.map_steps and device_units)."""
+    ``units``: the captures whose GPUs' steps are measured apart (critical_path.step_totals)."""
     on_host, units = on_host or {}, units or {}
     found = find_sequences(g, steps)
 
     def total(cid: int, spans: list[tuple[int, int]], times: tuple[np.ndarray, np.ndarray]) -> float:
-        return sum(sum(map_steps(g, cid, spans, times, on_host.get(cid, False), among))
-                   for among in units.get(cid) or [None])
+        return sum(step_totals(g, cid, spans, times, on_host.get(cid, False), units.get(cid)).values())
 
     before = {cid: total(cid, spans, base) for cid, spans in steps.items()}
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nsight_advisor.analysis.critical_path import critical_path, last_ops
-from nsight_advisor.analysis.step_graph import HOST, KIND_NAMES, StepGraph
+from nsight_advisor.analysis.step_graph import KIND_NAMES, StepGraph
 
 #: Segment labels (analysis/critical_path.py) of an operation's own time, of the host's work before a call and of
 #: a blocking call's wait for the GPU.
@@ -36,9 +36,9 @@ class StepPaths:
     total_ns: dict[int, float]  # each capture's summed path length (= its steps' summed length, per GPU it has)
     blocked_ns: np.ndarray  # a wait segment: the path's time the host sat blocked in its call (0 for the others)
     # where a capture's GPUs run processes of their own (device_units), each GPU's paths apart: the GPU each
-    # segment's path ended on (-1: the capture's) and each GPU's summed path length
-    device: np.ndarray = None
-    device_total_ns: dict[tuple[int, int], float] = None
+    # segment's path ended on (-1: the capture's) and each such GPU's summed path length
+    device: np.ndarray
+    device_total_ns: dict[tuple[int, int], float]
 
     def share_pct(self, capture_id: int, change: dict[str, Any], device_id: int | None = None) -> float | None:
         """The share of ``capture_id``'s paths (those of its GPU ``device_id`` where its GPUs were walked apart) held
@@ -47,7 +47,7 @@ class StepPaths:
         mine = (self.capture == capture_id) & (self.op >= 0)
         total = self.total_ns.get(int(capture_id), 0.0)
         key = (int(capture_id), -1 if device_id is None else int(device_id))
-        if self.device_total_ns and key in self.device_total_ns:
+        if key in self.device_total_ns:
             total = self.device_total_ns[key]
             mine &= self.device == key[1]
         if total <= 0:
@@ -67,7 +67,7 @@ class StepPaths:
 
 
 def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
-               base: tuple[np.ndarray, np.ndarray], units: dict[int, list[np.ndarray]] | None = None) -> StepPaths:
+               base: tuple[np.ndarray, np.ndarray], units: dict[int, dict[int, np.ndarray]] | None = None) -> StepPaths:
     """The critical path of every one of ``steps`` (per capture, graph clock) on the replayed times ``base``; in a
     capture with ``units`` (analysis/critical_path.py device_units), each GPU's: from the operation of its own
     that ends each step."""
@@ -75,11 +75,9 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
     total: dict[int, float] = {}
     per_device: dict[tuple[int, int], float] = {}
     ns = base[0]
-    gpu = graph.kinds != HOST
-    devices = graph.ops["device_id"].to_numpy()
-    walks = [(cid, spans, among) for cid, spans in steps.items() for among in (units or {}).get(cid) or [None]]
-    for cid, spans, among in walks:
-        dev = -1 if among is None else int(devices[among & gpu][0])
+    walks = [(cid, spans, dev, among) for cid, spans in steps.items()
+             for dev, among in ((units or {}).get(cid) or {-1: None}).items()]
+    for cid, spans, dev, among in walks:
         lasts = last_ops(graph, cid, [e for _s, e in spans], base[1], among)
         for (s, e), last in zip(spans, lasts):
             for seg in critical_path(graph, s, e, cid, base, last=last):

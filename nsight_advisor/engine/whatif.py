@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from nsight_advisor.common import sql_params
-from nsight_advisor.analysis.critical_path import critical_path, device_units, map_steps, path_summary, replay
+from nsight_advisor.analysis.critical_path import (critical_path, device_units, map_steps, path_summary, replay,
+                                                   step_totals)
 from nsight_advisor.analysis.iterations import _quantile
 from nsight_advisor.analysis.steps import Steps, steps_of
 from nsight_advisor.analysis.step_graph import HOST, KERNEL, StepGraph, build_graph
@@ -53,7 +54,7 @@ class StepModel:
     sources: dict[int, str]
     base: tuple[np.ndarray, np.ndarray] = field(default=None)  # the unchanged replay (= the recorded times)
     kept: dict[int, tuple[int, int]] = field(default_factory=dict)  # capture -> (steps in the graph, steps found)
-    units: dict[int, list[np.ndarray]] = field(default_factory=dict)  # capture -> its GPUs' ops (device_units)
+    units: dict[int, dict[int, np.ndarray]] = field(default_factory=dict)  # capture -> its GPUs' ops (device_units)
 
     def durations(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, list[float]]:
         """Each capture's step durations under ``times`` (the recorded ones when None), ns."""
@@ -62,16 +63,12 @@ class StepModel:
 
     def totals(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[tuple[int, int], float]:
         """What a saving is measured on, under ``times``: each capture's steps summed, keyed ``(capture, -1)``; in a
-        capture whose GPUs run processes of their own (:func:`device_units`), each GPU's, keyed ``(capture, k)``, as
-        a job's ranks in captures of their own are."""
+        capture whose GPUs run processes of their own (:func:`device_units`), each GPU's, keyed ``(capture,
+        device)``, as a job's ranks in captures of their own are."""
         times = times if times is not None else self.base
-        out: dict[tuple[int, int], float] = {}
-        for cid, spans in self.steps.items():
-            units = self.units.get(cid) or [None]
-            for k, among in enumerate(units):
-                key = (cid, -1 if among is None else k)
-                out[key] = sum(map_steps(self.graph, cid, spans, times, self.on_host(cid), among))
-        return out
+        return {(cid, device): total for cid, spans in self.steps.items()
+                for device, total in step_totals(self.graph, cid, spans, times, self.on_host(cid),
+                                                 self.units.get(cid)).items()}
 
     def on_host(self, capture_id: int) -> bool:
         """Whether the capture's steps are the host's (NVTX ranges), not a kernel sequence's."""
@@ -182,11 +179,10 @@ def _gpu_steps(model: StepModel, capture_id: int, after: tuple[np.ndarray, np.nd
     capture's steps measured on the GPU's own operations and its processes' calls."""
     g, spans = model.graph, model.steps[capture_id]
     out = []
-    for among in model.units.get(capture_id, []):
+    for device, among in model.units.get(capture_id, {}).items():
         b = map_steps(g, capture_id, spans, model.base, model.on_host(capture_id), among)
         a = map_steps(g, capture_id, spans, after, model.on_host(capture_id), among)
-        device = g.ops["device_id"].to_numpy()[among & (g.kinds != HOST)]
-        out.append({"device_id": int(device[0]),
+        out.append({"device_id": device,
                     "median_iteration_ns": _quantile(sorted(int(round(x)) for x in b), 0.5),
                     "predicted_median_iteration_ns": _quantile(sorted(int(round(x)) for x in a), 0.5),
                     "saving_ns": int(round(sum(b) - sum(a)))})
