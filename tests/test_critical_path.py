@@ -243,6 +243,79 @@ def test_a_dropped_synchronization_saves_no_more_than_the_gpu_work_allows(memory
     assert map_steps(g, 1, span, base, on_host=True)[0] - map_steps(g, 1, span, dropped, on_host=True)[0] > us(900)
 
 
+def _copy(con, corr, direction, start, end):
+    con.execute("insert into memcpys (capture_id, device_id, stream_id, pid, correlation_id, start_ns, end_ns, "
+                "duration_ns, bytes, direction) values (1, 0, 7, 1, ?, ?, ?, ?, 1048576, ?)",
+                [corr, us(start), us(end), us(end) - us(start), direction])
+
+
+def _warm_up(con):
+    # twenty launches before, each kernel 5 µs after its launch's start and 2 µs after the previous kernel: the
+    # capture's typical launch and stream lags (g.typical) are 5 and 2 µs
+    for k in range(20):
+        _call(con, 1, 100 + k, "cudaLaunchKernel", -1000 + 10 * k, -996 + 10 * k)
+        _kernel(con, 1, 100 + k, "warm", 7, -995 + 10 * k, -987 + 10 * k)
+
+
+def _staged_fix(con, gaps_us):
+    from types import SimpleNamespace
+
+    from nsight_advisor.engine.finding_fixes import idle_fix
+
+    g = build_graph(con, [1])
+    assert g.typical == {"launch": us(5), "stream": us(2)}
+    finding = SimpleNamespace(capture_id=1, device_id=0)
+    return g, idle_fix(g, finding, [(us(lo), us(hi), "host-copy") for lo, hi in gaps_us])
+
+
+def test_staged_copies_made_asynchronous_run_back_to_back(memory_store):
+    # four synchronous copies from pageable memory, 40 µs calls 1 µs apart, each copy (20 µs) starting 1 µs after
+    # its call returned (the host staged it first): the GPU idles 20 µs between copies. Then a kernel launch, the
+    # kernel after the last copy (185-235 µs) and a synchronization to 237 µs.
+    con = memory_store
+    _warm_up(con)
+    for k in range(4):
+        _call(con, 1, k + 1, "cudaMemcpy", 41 * k, 41 * k + 40)
+        _copy(con, k + 1, "Host-to-Device", 41 * k + 41, 41 * k + 61)
+    _call(con, 1, 5, "cudaLaunchKernel", 164, 169)
+    _kernel(con, 1, 5, "k", 7, 185, 235)
+    _call(con, 1, 6, "cudaDeviceSynchronize", 170, 237)
+    # the finding's host-copy gaps: from the first call to the first copy and between the copies (the calls reach
+    # past their ends)
+    g, change = _staged_fix(con, [(0, 41), (61, 82), (102, 123), (143, 164)])
+    after = replay(g, **change)
+    span = [(-g.t0, us(237) - g.t0)]
+    # made asynchronous from pinned memory, each call takes a launch's time (5 µs; calls at 0, 6, 12, 18 µs) and
+    # each copy starts as its launch and stream allow: 5-25, 27-47, 49-69, 71-91 µs; the launch at 24 µs, the
+    # kernel 1 µs after the last copy (its recorded stream lag) at 92-142, and the synchronization returns 2 µs
+    # after it: the step ends at 144 µs instead of 237
+    assert map_steps(g, 1, span, replay(g))[0] - map_steps(g, 1, span, after)[0] == us(237 - 144)
+    copies = g.ops.index[g.ops["kind"] == 2]
+    assert after[0][copies].tolist() == [us(t) - g.t0 for t in (5, 27, 49, 71)]
+
+
+def test_a_staged_copy_to_the_host_is_still_waited_for(memory_store):
+    # a synchronous copy to pageable memory: the call (100-160 µs) waits for its copy (105-145) and then copies
+    # the data out of the staging buffer (15 µs, the GPU idle); a kernel launched after it
+    con = memory_store
+    _warm_up(con)
+    _call(con, 1, 1, "cudaMemcpy", 100, 160)
+    _copy(con, 1, "Device-to-Host", 105, 145)
+    _call(con, 1, 2, "cudaLaunchKernel", 161, 166)
+    _kernel(con, 1, 2, "k", 7, 171, 221)
+    _call(con, 1, 3, "cudaDeviceSynchronize", 167, 222)
+    g, change = _staged_fix(con, [(145, 171)])
+    call = int(g.ops.index[g.ops["name"] == "cudaMemcpy"][0])
+    assert not change["drop_wait"][call] and change["wait_lag_scale"][call] == 0
+    after = replay(g, **change)
+    # the call returns as its copy ends (145 µs: the host needs the data), 15 µs sooner, and the host's 1 µs of
+    # work in the gap before the launch goes with the gap: the launch at 145, the kernel 10 µs after it, the
+    # synchronization 1 µs after the kernel: 16 µs saved
+    assert after[1][call] == us(145) - g.t0
+    span = [(us(100) - g.t0, us(222) - g.t0)]
+    assert map_steps(g, 1, span, replay(g))[0] - map_steps(g, 1, span, after)[0] == us(16)
+
+
 def test_a_rule_on_both_ranks_of_a_real_job_is_replayed_fixed_on_both():
     # nsys_ai_mfu_2gpu_before: two ranks that meet at collectives; the host gaps of each rank's GPU, closed on one
     # rank alone, save 7.4 and 3.3 ms; closed on both, more than either

@@ -26,8 +26,9 @@ from nsight_advisor.analysis.step_graph import EDGE_KINDS, HOST, KIND_NAMES, Ste
 #: A stretch of a step before the earliest recorded operation its path reaches (host work without CUDA calls, or
 #: another rank that had not started yet).
 UNTRACKED = "before any recorded operation"
-_EDGE_LABELS = {"host": "host work", "launch": "launch latency", "stream": "stream order",
-                "cross": "wait for another stream"}
+#: A critical path's segment label for the lag of each kind of start edge (analysis/step_graph.py EDGE_KINDS).
+EDGE_LABELS = {"host": "host work", "launch": "launch latency", "stream": "stream order",
+               "cross": "wait for another stream"}
 
 
 def _order(g: StepGraph) -> tuple[list[int], list[bool]]:
@@ -65,10 +66,15 @@ def _prepared(g: StepGraph) -> dict[str, Any]:
 
 
 def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np.ndarray | None = None,
-           drop_wait: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+           drop_wait: np.ndarray | None = None, prompt_start: np.ndarray | None = None,
+           wait_lag_scale: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Replayed (start_ns, end_ns) of every op. ``own_scale``: each op's own time (and a collective's transfer)
     multiplied by it (a kernel 1.3x faster: 1/1.3); ``host_lag_scale``: each call's host work before it multiplied
-    by it (0: removed); ``drop_wait``: blocking calls that no longer wait for the GPU.
+    by it (0: removed); ``drop_wait``: blocking calls that no longer wait for the GPU; ``prompt_start``: GPU
+    operations that start as soon as their launch and their stream allow, their launch and stream lags cut to the
+    capture's typical ones (a copy that no longer waits for the host to stage it); ``wait_lag_scale``: each
+    blocking call's lag after the GPU operation it waits for multiplied by it (the host no longer copying the
+    result out of a staging buffer).
 
     A what-if replays from the first place in the visiting order of the first op it changes: everything visited
     before it waits only for what was visited before it, so it keeps its unchanged replay (on the 64-rank DLRM
@@ -76,6 +82,7 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
     prep = _prepared(g)
     # what a change alters, copied; the rest of the graph's lists are the kept ones
     l0, own_l, gl, wp = prep["lag"][0], prep["own"], prep["glag"], prep["wp"]
+    l1, l2, wl = prep["lag"][1], prep["lag"][2], prep["wl"]
     changed = []
     if own_scale is not None:
         at = np.flatnonzero(own_scale != 1)
@@ -96,28 +103,43 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
         wp = wp.copy()
         for i in at.tolist():
             wp[i] = -1
+    if prompt_start is not None:
+        at = np.flatnonzero(prompt_start & (g.kinds != HOST))
+        changed.append(at)
+        l1, l2 = l1.copy(), l2.copy()
+        launch, stream = float(g.typical.get("launch", 0)), float(g.typical.get("stream", 0))
+        for i in at.tolist():
+            l1[i] = min(l1[i], launch)
+            l2[i] = min(l2[i], stream)
+    if wait_lag_scale is not None:
+        at = np.flatnonzero((wait_lag_scale != 1) & (g.wait_pred >= 0) & (g.wait_lag != 0))
+        changed.append(at)
+        wl = list(wl)
+        for i, f in zip(at.tolist(), wait_lag_scale[at].tolist()):
+            wl[i] *= f
     touched = np.concatenate(changed) if changed else np.zeros(0, np.int64)
     base = prep["base"]
     if base is None:
         recorded = (g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64).tolist())
         if len(touched):  # a graph replayed once, changed (a candidate's): all of it, as it is
-            return tuple(map(np.asarray, _visit(*recorded, 0, prep, l0, own_l, gl, wp)))
+            return tuple(map(np.asarray, _visit(*recorded, 0, prep, l0, l1, l2, own_l, gl, wp, wl)))
         # the unchanged replay, kept: every what-if on this graph starts from it
-        base = prep["base"] = tuple(map(np.asarray, _visit(*recorded, 0, prep, l0, own_l, gl, wp)))
+        base = prep["base"] = tuple(map(np.asarray, _visit(*recorded, 0, prep, l0, l1, l2, own_l, gl, wp, wl)))
     if not len(touched):
         return base[0].copy(), base[1].copy()
     k = int(prep["first"][touched].min())
-    ns, ne = _visit(base[0].tolist(), base[1].tolist(), k, prep, l0, own_l, gl, wp)
+    ns, ne = _visit(base[0].tolist(), base[1].tolist(), k, prep, l0, l1, l2, own_l, gl, wp, wl)
     return np.asarray(ns), np.asarray(ne)
 
 
-def _visit(ns: list, ne: list, k: int, prep: dict[str, Any], l0: list, own_l: list, gl: list,
-           wp: list) -> tuple[list, list]:
+def _visit(ns: list, ne: list, k: int, prep: dict[str, Any], l0: list, l1: list, l2: list, own_l: list,
+           gl: list, wp: list, wl: list) -> tuple[list, list]:
     """The replay's loop (see the module docstring) from place ``k`` of the visiting order, updating ``ns`` and
-    ``ne`` in place; ``l0``, ``own_l``, ``gl`` and ``wp`` as a change made them, the rest as kept in ``prep``."""
+    ``ne`` in place; the lags of slots 0 to 2 (``l0``, ``l1``, ``l2``), ``own_l``, ``gl``, ``wp`` and ``wl`` as a
+    change made them, the rest as kept in ``prep``."""
     p0, p1, p2, p3 = prep["pred"]
-    _, l1, l2, l3 = prep["lag"]
-    f0, special, wl, grp, also = prep["f0"], prep["special"], prep["wl"], prep["grp"], prep["also"]
+    l3 = prep["lag"][3]
+    f0, special, grp, also = prep["f0"], prep["special"], prep["grp"], prep["also"]
     members = prep["members"]
     for i, end in zip(islice(prep["order"], k, None), islice(prep["is_end"], k, None)):
         if end:
@@ -242,7 +264,7 @@ def _start_binding(g: StepGraph, i: int, ns, ne):
         # the recorded binding slot wins a tie: it is the edge the graph chose
         key = (value, slot == g.binding[i])
         if best is None or key > best[0]:
-            best = (key, ((int(p), bool(g.from_start[i, slot])), _EDGE_LABELS[EDGE_KINDS[slot]], base))
+            best = (key, ((int(p), bool(g.from_start[i, slot])), EDGE_LABELS[EDGE_KINDS[slot]], base))
     return None if best is None else best[1]
 
 

@@ -4,8 +4,9 @@ A finding's operations are what its fix changes in the replay (engine/whatif.py)
 time on the path), the host work it removes (the part of each stretch of host work on the path that its gaps
 hold) and the synchronizations it stops waiting (the time on the path that the host sat blocked in them: from
 where the call would have returned on its own to the end of its wait, which the path spends on the GPU work the
-call waited for; the wait's own segment is only the return's latency). The paths are those of every replayed step
-of the finding's capture, walked once on the recorded times.
+call waited for; the wait's own segment is only the return's latency), and the GPU operations it lets start
+promptly (the launch latency and stream order segments before them beyond the capture's typical lags). The paths
+are those of every replayed step of the finding's capture, walked once on the recorded times.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nsight_advisor.analysis.critical_path import critical_path, last_ops
+from nsight_advisor.analysis.critical_path import EDGE_LABELS, critical_path, last_ops
 from nsight_advisor.analysis.step_graph import KIND_NAMES, StepGraph
 
 #: Segment labels (analysis/critical_path.py) of an operation's own time, of the host's work before a call and of
@@ -39,6 +40,9 @@ class StepPaths:
     # segment's path ended on (-1: the capture's) and each such GPU's summed path length
     device: np.ndarray
     device_total_ns: dict[tuple[int, int], float]
+    # a launch-latency or stream-order segment: its length beyond the capture's typical lag of that edge, the part
+    # a GPU operation that starts promptly (replay's prompt_start) no longer waits (0 for the others)
+    excess_ns: np.ndarray | None = None
 
     def share_pct(self, capture_id: int, change: dict[str, Any], device_id: int | None = None) -> float | None:
         """The share of ``capture_id``'s paths (those of its GPU ``device_id`` where its GPUs were walked apart) held
@@ -63,6 +67,13 @@ class StepPaths:
         drop = change.get("drop_wait")
         if drop is not None:
             held += np.where((self.what == 2) & drop[op], self.blocked_ns, 0.0)
+        wait = change.get("wait_lag_scale")
+        if wait is not None:  # the wait's own segment is the return's latency after the GPU work
+            held += np.where((self.what == 2) & ~(drop[op] if drop is not None else False),
+                             self.length_ns * (1.0 - np.clip(wait[op], 0.0, 1.0)), 0.0)
+        prompt = change.get("prompt_start")
+        if prompt is not None and self.excess_ns is not None:
+            held += np.where((self.what == 3) & prompt[op], self.excess_ns, 0.0)
         return round(100.0 * min(float(held[mine].sum()) / total, 1.0), 1)
 
 
@@ -71,7 +82,9 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
     """The critical path of every one of ``steps`` (per capture, graph clock) on the replayed times ``base``; in a
     capture with ``units`` (analysis/critical_path.py device_units), each GPU's: from the operation of its own
     that ends each step."""
-    capture, op, what, length, blocked, device = [], [], [], [], [], []
+    capture, op, what, length, blocked, device, excess = [], [], [], [], [], [], []
+    typical = {EDGE_LABELS["launch"]: float(graph.typical.get("launch", 0)),
+               EDGE_LABELS["stream"]: float(graph.typical.get("stream", 0))}
     total: dict[int, float] = {}
     per_device: dict[tuple[int, int], float] = {}
     ns = base[0]
@@ -87,6 +100,7 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
                 label = seg["what"]
                 what.append(0 if label in _OWN else 1 if label == _HOST_WORK else 2 if label == _GPU_WAIT else 3)
                 length.append(seg["end_ns"] - seg["start_ns"])
+                excess.append(max(length[-1] - typical[label], 0.0) if label in typical else 0.0)
                 total[cid] = total.get(cid, 0.0) + length[-1]
                 per_device[(cid, dev)] = per_device.get((cid, dev), 0.0) + length[-1]
                 if what[-1] == 2:  # the call would have returned at its start plus its own time, without the wait
@@ -96,4 +110,5 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
                     blocked.append(0.0)
     return StepPaths(np.asarray(capture, np.int64), np.asarray(op, np.int64), np.asarray(what, np.int8),
                      np.asarray(length, np.float64), total, np.asarray(blocked, np.float64),
-                     np.asarray(device, np.int64), {k: v for k, v in per_device.items() if k[1] >= 0})
+                     np.asarray(device, np.int64), {k: v for k, v in per_device.items() if k[1] >= 0},
+                     np.asarray(excess, np.float64))

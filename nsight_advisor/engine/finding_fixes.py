@@ -1,0 +1,232 @@
+"""What each finding's fix changes in a replay of the step graph (docs/impact.md, "What a fix would save").
+
+:func:`fix_of` turns a finding into the keyword arguments of ``analysis.critical_path.replay``: a kernel finding's
+kernels shortened by the share of their time it claims (:func:`kernel_fix`), an idle finding's gaps closed
+(:func:`idle_fix`, on the gaps :func:`finding_gaps` reads for all idle findings at once), and the staged copies of
+a host-copy gap made asynchronous from pinned memory. Caches live on the graph (one per analysis).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nsight_advisor.analysis.step_graph import HOST, KERNEL, StepGraph
+from nsight_advisor.common import sql_params
+
+if TYPE_CHECKING:
+    from nsight_advisor.engine.model import Finding
+
+
+def fix_of(con, g: StepGraph, f: Finding, gaps: dict[int, list[tuple]]) -> dict[str, Any] | None:
+    """The change of the replay (``critical_path.replay``'s keyword arguments) that applies ``f``'s fix, None where
+    its fix is not in the replay or changes nothing. ``gaps``: the idle findings' gaps (:func:`finding_gaps`)."""
+    part = f.internal.get("part", "kernel")
+    if part == "kernel":
+        return kernel_fix(con, g, f)
+    if part == "idle":
+        return idle_fix(g, f, gaps.get(id(f)) or [])
+    return None
+
+
+def kernel_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
+    """The finding's kernels shortened by the share of their time it claims."""
+    claims = [(s, ns) for s, ns in (f.internal.get("claims") or []) if s is not None and ns > 0]
+    if not claims:
+        return None
+    settle = f.impact_ns / f.claimed_ns if f.claimed_ns > 0 else 1.0
+    times = _kernel_time(con, g, f.capture_id, f.device_id)
+    index = _kernel_index(g)
+    # the finding's kernels: those of its capture (and device), then those of each claimed name among them
+    mine = index.kernels[(index.capture == f.capture_id)[index.kernels]]
+    if f.device_id is not None:
+        mine = mine[index.device[mine] == f.device_id]
+    scale = np.ones(len(g))
+    for subject, ns in claims:
+        total = times.get(subject, 0)
+        codes = index.by_subject.get(subject)
+        if total <= 0 or not codes:
+            continue
+        share = min(ns * settle / total, 1.0)
+        scale[mine[np.isin(index.codes[mine], codes)]] *= 1.0 - share
+    return {"own_scale": scale} if (scale < 1).any() else None
+
+
+@dataclass
+class _KernelIndex:
+    kernels: np.ndarray  # positions of the graph's kernels
+    capture: np.ndarray  # each operation's capture
+    device: np.ndarray  # each operation's device (nan: none)
+    codes: np.ndarray  # each operation's name, as a code
+    by_subject: dict[str, list[int]]  # a name or short name: the codes of the names it stands for
+
+
+def _kernel_index(g: StepGraph) -> _KernelIndex:
+    """The graph's kernels by capture, device and name, made once per graph (not once per finding: 41 kernel
+    findings on the 8 DLRM ranks compared 262k names per claim), each distinct name shortened once."""
+    kept = g.__dict__.get("_kernel_index")
+    if kept is None:
+        import pandas as pd  # pandas only where a step is replayed (tests/test_sql_params.py)
+
+        ops = g.ops
+        codes, uniques = pd.factorize(ops["name"].fillna(""))
+        by_subject: dict[str, list[int]] = {}
+        for code, name in enumerate(uniques):
+            by_subject.setdefault(name, []).append(code)
+            short = _short_name(name)
+            if short != name:
+                by_subject.setdefault(short, []).append(code)
+        kept = g.__dict__["_kernel_index"] = _KernelIndex(
+            kernels=np.flatnonzero(ops["kind"].to_numpy() == KERNEL), capture=ops["capture_id"].to_numpy(),
+            device=ops["device_id"].to_numpy(dtype=float, na_value=np.nan), codes=np.asarray(codes),
+            by_subject=by_subject)
+    return kept
+
+
+def _short_name(name: str) -> str:
+    base = re.sub(r"\(.*$", "", name)
+    base = re.sub(r"<.*$", "", base)
+    return base.split("::")[-1].split(" ")[-1]
+
+
+def _kernel_time(con, g: StepGraph, capture_id: int, device_id) -> dict[str, float]:
+    """Kernel time by name and by short name in one capture (and device): asked once per capture and device."""
+    kept = g.__dict__.setdefault("_kernel_time", {})
+    key = (capture_id, device_id)
+    if key in kept:
+        return kept[key]
+    rows = sql_params.execute(con, """
+        select name, short_name, sum(duration_ns) from kernels
+        where capture_id = $cid and ($dev is null or device_id = $dev) group by all""",
+                              {"cid": capture_id, "dev": device_id}).fetchall()
+    out: dict[str, float] = {}
+    for name, short, ns in rows:
+        for key_name in {name, short} - {None}:
+            out[key_name] = out.get(key_name, 0.0) + float(ns or 0)
+    kept[key] = out
+    return out
+
+
+def finding_gaps(con, g: StepGraph, findings: list[Finding]) -> dict[int, list[tuple]]:
+    """Each idle finding's own gaps (start_ns, end_ns, cause) on its capture's clock, keyed by ``id(finding)``,
+    asked in one query for all of them: a rule claims the longest gaps of its causes (gpu-idle-gap those of 1 ms or
+    more), so the longest ones until they hold its impact (ties: the earlier first); of those, the ones the
+    graph's steps meet (a gap outside them holds none of its operations). Chosen in SQL: a long capture has a
+    million gaps."""
+    asked = []
+    capture = g.ops["capture_id"].to_numpy()
+    starts, ends = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)
+    for f in findings:
+        causes = [str(c) for c in f.internal.get("causes") or ()]
+        mine = capture == f.capture_id
+        if not causes or f.device_id is None or not mine.any():
+            continue
+        offset = g.clock(f.capture_id, 0)
+        asked.append((f, causes, int(starts[mine].min()) - offset, int(ends[mine].max()) - offset))
+    if not asked:
+        return {}
+    rows = sql_params.execute(con, """
+        with f as (
+            select unnest($k::integer[]) as k, unnest($c::integer[]) as capture_id, unnest($d::integer[]) as device_id,
+                   unnest($causes::varchar[][]) as causes, unnest($impact::bigint[]) as impact,
+                   unnest($lo::bigint[]) as lo, unnest($hi::bigint[]) as hi
+        ),
+        g as (
+            select f.k, f.impact, f.lo, f.hi, g.start_ns, g.end_ns, g.cause, g.end_ns - g.start_ns as d
+            from f join gpu_idle_gaps g
+                on g.capture_id = f.capture_id and g.device_id = f.device_id and list_contains(f.causes, g.cause)
+               and g.position = 'between'
+        ),
+        held as (
+            select *, sum(d) over (partition by k order by d desc, start_ns rows unbounded preceding) as total from g
+        )
+        select k, start_ns, end_ns, cause from held
+        where total - d < impact and end_ns >= lo and start_ns <= hi
+        order by k, start_ns""",
+                              {"k": list(range(len(asked))), "c": [int(f.capture_id) for f, *_ in asked],
+                               "d": [int(f.device_id) for f, *_ in asked], "causes": [c for _f, c, _l, _h in asked],
+                               "impact": [int(f.impact_ns) for f, *_ in asked], "lo": [lo for *_, lo, _h in asked],
+                               "hi": [hi for *_, hi in asked]}).fetchall()
+    out: dict[int, list[tuple]] = {}
+    for k, start, end, cause in rows:
+        out.setdefault(id(asked[k][0]), []).append((start, end, cause))
+    return out
+
+
+def idle_fix(g: StepGraph, f: Finding, gaps: list[tuple]) -> dict[str, Any] | None:
+    """The gaps of the finding's causes closed (its gaps: :func:`finding_gaps`): the host's work within them
+    removed (the part of each stretch of host work between two calls that lies in a gap; an allocation's or a
+    staged copy's call itself), and a synchronization whose return opened a sync gap no longer waiting."""
+    offset = g.clock(f.capture_id, 0)
+    if not gaps:
+        return None
+    lo = np.array([s + offset for s, _e, _c in gaps], np.int64)
+    hi = np.array([e + offset for _s, e, _c in gaps], np.int64)
+    is_sync = np.array([c == "sync" for _s, _e, c in gaps])
+    removes_call = np.array([c in ("allocation", "host-copy") for _s, _e, c in gaps])
+    ops = g.ops
+    kind, cids = ops["kind"].to_numpy(), ops["capture_id"].to_numpy()
+    devices = ops["device_id"].to_numpy(dtype=float, na_value=np.nan)
+    pids = set(ops.loc[(cids == f.capture_id) & (devices == f.device_id), "pid"].dropna().tolist())
+    host = (kind == HOST) & (cids == f.capture_id) & ops["pid"].isin(pids).to_numpy()
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    # the host work before each call: [start - lag, start); its overlap with the gap holding the call's start
+    work_lo = starts - np.where(g.from_start[:, 0], 0, np.maximum(g.lag[:, 0], 0))
+    k = np.maximum(np.searchsorted(lo, starts, "right") - 1, 0)
+    in_gap = host & (starts > lo[k]) & (starts <= hi[k]) & ~is_sync[k] & (g.pred[:, 0] >= 0)
+    cut = np.where(in_gap, starts - np.maximum(work_lo, lo[k]), 0).clip(min=0)
+    lag_scale = np.ones(len(g))
+    has_lag = g.lag[:, 0] > 0
+    lag_scale[has_lag] = 1.0 - cut[has_lag] / g.lag[has_lag, 0]
+    own_scale = np.where(host & (starts >= lo[k]) & (ends <= hi[k]) & removes_call[k] & (g.wait_pred < 0), 0.0, 1.0)
+    # a blocking call whose return opened a sync gap: it no longer waits
+    ke = np.maximum(np.searchsorted(lo, ends, "right") - 1, 0)
+    at_gap = host & (ends >= lo[ke]) & (ends <= hi[ke]) & is_sync[ke] & (g.wait_pred >= 0)
+    change = {"host_lag_scale": lag_scale, "drop_wait": at_gap, "own_scale": own_scale}
+    staged = np.array([c == "host-copy" for _s, _e, c in gaps])
+    if staged.any():
+        _staged_copies(g, host, starts, ends, lo[staged], hi[staged], change)
+    if not (lag_scale < 1).any() and not change["drop_wait"].any() and not (change["own_scale"] < 1).any() \
+            and "prompt_start" not in change:
+        return None
+    return change
+
+
+def _staged_copies(g: StepGraph, host: np.ndarray, starts: np.ndarray, ends: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray, change: dict[str, Any]) -> None:
+    """A synchronous copy or set of the host's (``host``: the finding's calls) that overlaps a host-copy gap
+    [``lo``, ``hi``] made asynchronous from pinned memory, in ``change``: the call takes a launch's time (the
+    capture's typical launch latency) and no longer waits for the GPU, and its copy starts as soon as its launch
+    and its stream allow (a pageable host-to-device copy starts only once the host has staged it, after the call
+    returned, and the next one waits for the next call's staging). A copy the call waited for itself (device to
+    host: the host needs the data) is still waited for, without the time the host spent copying it out of the
+    staging buffer. A call reaching into a gap only at its edge counts, as its staging is what kept the GPU idle
+    there."""
+    ops = g.ops
+    copy_call = host & ops["blocking"].to_numpy(bool) & ~ops["name"].fillna("").str.contains(
+        "Synchronize", regex=False).to_numpy(bool)
+    # the gap starting last before the call ends: the call overlaps it when it ends after the gap starts and
+    # starts before the gap ends
+    k = np.searchsorted(lo, ends, "right") - 1
+    overlaps = copy_call & (k >= 0) & (starts < hi[np.maximum(k, 0)])
+    calls = np.flatnonzero(overlaps)
+    if not len(calls):
+        return
+    typical = float(g.typical.get("launch", 0))
+    own = g.own_ns[calls].astype(np.float64)
+    change["own_scale"][calls] = np.minimum(change["own_scale"][calls],
+                                            np.where(own > typical, typical / np.maximum(own, 1.0), 1.0))
+    launched = np.flatnonzero(np.isin(g.pred[:, 1], calls))
+    caller = g.pred[launched, 1]
+    waits_own = np.zeros(len(g), bool)
+    waits_own[caller[g.wait_pred[caller] == launched]] = True
+    change["drop_wait"] = change["drop_wait"] | (overlaps & ~waits_own & (g.wait_pred >= 0))
+    wait_scale = np.ones(len(g))
+    wait_scale[waits_own] = 0.0
+    change["wait_lag_scale"] = wait_scale
+    prompt = np.zeros(len(g), bool)
+    prompt[launched] = True
+    change["prompt_start"] = prompt
