@@ -330,6 +330,35 @@ def test_a_rule_on_both_ranks_of_a_real_job_is_replayed_fixed_on_both():
     assert single and all(f.saving_all_ranks_ns is None for f in single)
 
 
+def test_a_kernel_fix_alone_takes_off_its_own_claim_not_its_settled_share():
+    # nsu_v100_openacc: main_46_gpu and main_41_gpu run one block of one thread. small-grid and
+    # block-size-not-multiple-of-32 each claim nearly all of their time, so the settlement gives each about half;
+    # fixed alone, each takes off its own claim, and the steps (the kernels back to back) shrink by about that
+    _need_traces()
+    from rules_real import analyzed
+
+    result, _ = analyzed("nsys/nsu_v100_openacc.sqlite")
+    found = {f.rule_name: f for f in result.findings
+             if f.rule_name in ("small-grid", "block-size-not-multiple-of-32")}
+    assert len(found) == 2
+    window = sum(f.impact_ns for f in found.values())
+    for f in found.values():
+        own = sum(ns for _kernel, ns in f.internal["device_claims"][f.device_id])
+        assert f.impact_ns < 0.55 * own  # its settled share: about half of what it claims
+        assert 0.95 * own <= f.saving_ns <= 1.02 * own  # replayed alone: what it claims
+        assert f.saving_ns <= window
+    from nsight_advisor.report import render
+
+    html, md = render(result, "html"), render(result, "md")
+    assert html.count("It saves more than it costs") == 2 and md.count("That is more than it costs") == 2
+    # a finding whose saving is below its impact gets no such note (a copy: the analysis is shared by other tests)
+    import copy
+
+    alone = copy.copy(result)
+    alone.findings = [f for f in result.findings if f.rule_name == "sync-stall"]
+    assert alone.findings and "more than it costs" not in render(alone, "md")
+
+
 def test_a_handoff_to_another_thread_is_on_the_path(memory_store):
     # the caller's thread (11) launches, then waits 1 ms while the autograd thread (12) launches the backward pass,
     # as PyTorch's backward() does; it resumes 20 µs after that thread's last call and launches the optimizer

@@ -33,11 +33,18 @@ def fix_of(con, g: StepGraph, f: Finding, gaps: dict[int, list[tuple]]) -> dict[
 
 
 def kernel_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
-    """The finding's kernels shortened by the share of their time it claims."""
-    claims = [(s, ns) for s, ns in (f.internal.get("claims") or []) if s is not None and ns > 0]
+    """The finding's kernels shortened by the share of their time it claims on its device: the rule's own claim
+    (``internal["device_claims"]``, engine/impact.py), what this fix alone would take off them, not its settled
+    share of the partition (``impact_ns``), which other findings on the same kernels took their part of. A finding
+    that was never reconciled falls back to its claims scaled by its impact."""
+    own = (f.internal.get("device_claims") or {}).get(f.device_id)
+    settle = 1.0
+    if own is None:
+        own = f.internal.get("claims") or []
+        settle = f.impact_ns / f.claimed_ns if f.claimed_ns > 0 else 1.0
+    claims = [(s, ns) for s, ns in own if s is not None and ns > 0]
     if not claims:
         return None
-    settle = f.impact_ns / f.claimed_ns if f.claimed_ns > 0 else 1.0
     times = _kernel_time(con, g, f.capture_id, f.device_id)
     index = _kernel_index(g)
     # the finding's kernels: those of its capture (and device), then those of each claimed name among them

@@ -90,6 +90,7 @@ def _reconcile_capture(findings: list[Finding], cap: dict, devices: list[dict],
                            float(f.claimed_ns)])
         else:
             claims.append([i, f.device_id, (part,), None, float(f.claimed_ns)])
+    _keep_own_kernel_claims(findings, claims)
     _combine_kernel_subjects(claims, kernel_times)
     _cap_parts(claims, budgets, cap, timeline)
     return _findings_per_device(findings, claims, budgets, cap, timeline, finalize)
@@ -111,6 +112,19 @@ def _kernel_claims(i: int, f: Finding, kernel_times, kernel_total, timeline: boo
         out.extend([i, d, ("kernel",), None, share] for d, share in _spread(rest, None, f.device_id, kernel_total,
                                                                              timeline))
     return out
+
+
+def _keep_own_kernel_claims(findings: list[Finding], claims: list[list]) -> None:
+    """Each kernel finding's own claims per device and kernel, spread over devices but not yet combined with other
+    findings' or scaled to a budget, as ``internal["device_claims"]`` ({device: [(kernel, ns)]}): what the fix
+    alone would take off those kernels, which the what-if replays (engine/finding_fixes.py), where ``impact_ns``
+    is the finding's share of a partition."""
+    own: dict[int, dict[Device, list]] = defaultdict(lambda: defaultdict(list))
+    for i, device, part, subject, ns in claims:
+        if part == ("kernel",) and subject is not None:
+            own[i][device].append((subject, ns))
+    for i, per_device in own.items():
+        findings[i].internal["device_claims"] = dict(per_device)
 
 
 def _spread(ns: float, per_device: dict | None, device: Device, kernel_total: dict, timeline: bool):

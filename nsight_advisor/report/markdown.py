@@ -261,6 +261,9 @@ def _finding(f: dict[str, Any]) -> list[str]:
         impact = f" Costs **{f['impact']}**" + (f" ({f['impact_pct_text']} of {f['pct_basis']})." if f["impact_pct_text"] else ".")
     if f.get("saving"):
         impact += f" Fixed, the steps would be **{f['saving']}** shorter (replayed)."
+        if f.get("saving_shared"):
+            impact += (" That is more than it costs: other findings share the time of its kernels, and each costs "
+                       "its share, while its fix alone takes off its own estimate.")
     if f.get("critical_path"):
         impact += f" Its operations hold {f['critical_path']} of the steps' critical path."
     if f.get("saving_all_ranks"):
