@@ -316,6 +316,41 @@ def test_a_staged_copy_to_the_host_is_still_waited_for(memory_store):
     assert map_steps(g, 1, span, replay(g))[0] - map_steps(g, 1, span, after)[0] == us(16)
 
 
+def test_a_copy_finding_hides_the_exposed_part_of_its_copies(memory_store):
+    # stream 7: kernel A (10-100 µs), a host-to-device copy (100-300) and kernel B (300-400), then a
+    # synchronization to 402; kernel C on stream 8 (150-250) overlaps half the copy; a device-to-host copy on
+    # stream 9 (120-140) lies under nothing but is another direction
+    from types import SimpleNamespace
+
+    from nsight_advisor.engine.finding_fixes import copy_fix
+
+    con = memory_store
+    _call(con, 1, 1, "cudaLaunchKernel", 0, 5)
+    _kernel(con, 1, 1, "a", 7, 10, 100)
+    _call(con, 1, 2, "cudaMemcpyAsync", 5, 9)
+    _copy(con, 2, "Host-to-Device", 100, 300)
+    _call(con, 1, 3, "cudaLaunchKernel", 9, 14)
+    _kernel(con, 1, 3, "b", 7, 300, 400)
+    _call(con, 1, 4, "cudaLaunchKernel", 14, 19)
+    _kernel(con, 1, 4, "c", 8, 150, 250)
+    _call(con, 1, 5, "cudaMemcpyAsync", 19, 22)
+    _copy(con, 5, "Device-to-Host", 120, 140)
+    con.execute("update memcpys set stream_id = 9 where correlation_id = 5")
+    _call(con, 1, 6, "cudaDeviceSynchronize", 22, 402)
+    g = build_graph(con, [1])
+    h2d = SimpleNamespace(capture_id=1, device_id=0, internal={"copies": ("h2d",)})
+    change = copy_fix(g, h2d)
+    copies = g.ops.index[g.ops["kind"] == 2]
+    # the host-to-device copy keeps the half a kernel overlapped; the other direction is untouched
+    assert sorted(change["own_scale"][copies].tolist()) == [0.5, 1.0]
+    span = [(-g.t0, us(402) - g.t0)]
+    # the copy ends at 200 instead of 300, B runs 200-300, the synchronization returns at 302
+    assert map_steps(g, 1, span, replay(g))[0] - map_steps(g, 1, span, replay(g, **change))[0] == us(100)
+    # no directions named (a user's copy rule without impact_copies), or none of them copied: not modeled
+    assert copy_fix(g, SimpleNamespace(capture_id=1, device_id=0, internal={})) is None
+    assert copy_fix(g, SimpleNamespace(capture_id=1, device_id=0, internal={"copies": ("other",)})) is None
+
+
 def test_a_rule_on_both_ranks_of_a_real_job_is_replayed_fixed_on_both():
     # nsys_ai_mfu_2gpu_before: two ranks that meet at collectives; the host gaps of each rank's GPU, closed on one
     # rank alone, save 7.4 and 3.3 ms; closed on both, more than either

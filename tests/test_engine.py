@@ -372,6 +372,10 @@ def test_bad_config_names_the_file_key_and_fix(store, tmp_path, text, words):
     (lambda t: t.replace('table = "kernels"', 'table = "kernel"'), ["requires[0].table", "not a normalized table"]),
     (lambda t: t.replace("[judgement]", "[judgment]"), ["judgement", "missing"]),
     (lambda t: t.replace('title = "Kernels', 'title = "Kernels\n'), ["invalid TOML"]),
+    (lambda t: t.replace("evidence_limit = 20", 'evidence_limit = 20\nimpact_part = "copy"\nimpact_copies = ["h2h"]'),
+     ["finding.impact_copies", "'h2h' is not a copy direction", "h2d, d2h, other"]),
+    (lambda t: t.replace("evidence_limit = 20", 'evidence_limit = 20\nimpact_copies = ["h2d"]'),
+     ["finding.impact_copies", "only for impact_part = 'copy'"]),
 ])
 def test_load_errors_name_the_file_the_key_and_the_fix(tmp_path, edit, words):
     folder = write_rule(tmp_path / "r", "long-kernels")

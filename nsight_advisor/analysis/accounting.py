@@ -19,6 +19,8 @@ from nsight_advisor.common.errors import ConfigError
 IMPACT_PARTS = ("kernel", "comm", "copy", "memset", "idle", "host")
 #: Why a GPU idled: the closed vocabulary of gpu_idle_gaps.cause (schema/views/32_idle_gaps.sql).
 IDLE_CAUSES = ("launch", "dependency", "startup", "jit", "allocation", "host-copy", "sync", "host", "unknown")
+#: Copy directions: the closed vocabulary of copy_exposure.direction (schema/views/31_time_partition.sql).
+COPY_DIRECTIONS = ("h2d", "d2h", "other")
 
 if TYPE_CHECKING:
     import duckdb

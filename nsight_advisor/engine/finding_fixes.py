@@ -3,7 +3,8 @@
 :func:`fix_of` turns a finding into the keyword arguments of ``analysis.critical_path.replay``: a kernel finding's
 kernels shortened by the share of their time it claims (:func:`kernel_fix`), an idle finding's gaps closed
 (:func:`idle_fix`, on the gaps :func:`finding_gaps` reads for all idle findings at once), and the staged copies of
-a host-copy gap made asynchronous from pinned memory. Caches live on the graph (one per analysis).
+a host-copy gap made asynchronous from pinned memory, a copy finding's copies overlapped with the kernels
+(:func:`copy_fix`). Caches live on the graph (one per analysis).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nsight_advisor.analysis.step_graph import HOST, KERNEL, StepGraph
+from nsight_advisor.analysis.step_graph import HOST, KERNEL, MEMCPY, StepGraph
 from nsight_advisor.common import sql_params
 
 if TYPE_CHECKING:
@@ -29,7 +30,58 @@ def fix_of(con, g: StepGraph, f: Finding, gaps: dict[int, list[tuple]]) -> dict[
         return kernel_fix(con, g, f)
     if part == "idle":
         return idle_fix(g, f, gaps.get(id(f)) or [])
+    if part == "copy":
+        return copy_fix(g, f)
     return None
+
+
+def copy_fix(g: StepGraph, f: Finding) -> dict[str, Any] | None:
+    """The exposed time of the finding's copies hidden (``internal["copies"]``: the rule's ``impact_copies``
+    directions, on its device): each copy of those directions takes only the part of its time that a kernel of its
+    device overlapped, as if it ran beside the kernels (pinned memory, a side stream, the next batch prefetched).
+    The share is each copy's own, measured on the recorded times, as copy_exposure measures the rule's claim."""
+    directions = set(f.internal.get("copies") or ())
+    if not directions or f.device_id is None:
+        return None
+    ops = g.ops
+    kind = g.kinds
+    on_device = (ops["capture_id"].to_numpy() == f.capture_id) & (
+        ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id)
+    name = ops["name"].fillna("").str.lower()
+    direction = np.where(name.str.contains("host-to-device", regex=False).to_numpy(), "h2d",
+                         np.where(name.str.contains("device-to-host", regex=False).to_numpy(), "d2h", "other"))
+    copies = np.flatnonzero(on_device & (kind == MEMCPY) & np.isin(direction, list(directions)))
+    if not len(copies):
+        return None
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    covered = _covered(starts[on_device & (kind == KERNEL)], ends[on_device & (kind == KERNEL)],
+                       starts[copies], ends[copies])
+    length = np.maximum(ends[copies] - starts[copies], 1)
+    scale = np.ones(len(g))
+    scale[copies] = np.clip(covered / length, 0.0, 1.0)
+    return {"own_scale": scale} if (scale < 1).any() else None
+
+
+def _covered(k_start: np.ndarray, k_end: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each interval [lo, hi), the time within it that the union of the intervals [k_start, k_end) covers."""
+    if not len(k_start):
+        return np.zeros(len(lo))
+    order = np.argsort(k_start, kind="stable")
+    a, b = k_start[order], np.maximum.accumulate(k_end[order])
+    # merge: an interval starts a new run when it starts after every earlier one ended
+    new = np.r_[True, a[1:] > b[:-1]]
+    run = np.cumsum(new) - 1
+    run_a = a[new]
+    run_b = np.zeros(int(run[-1]) + 1, np.int64)
+    np.maximum.at(run_b, run, b)
+    before = np.r_[0, np.cumsum(run_b - run_a)]  # union length of the runs before each run
+
+    def upto(t: np.ndarray) -> np.ndarray:  # union length before time t
+        k = np.searchsorted(run_a, t, "right") - 1
+        inside = np.clip(t - run_a[np.maximum(k, 0)], 0, run_b[np.maximum(k, 0)] - run_a[np.maximum(k, 0)])
+        return np.where(k >= 0, before[np.maximum(k, 0)] + inside, 0)
+
+    return (upto(hi) - upto(lo)).astype(np.float64)
 
 
 def kernel_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
