@@ -154,6 +154,39 @@ def test_late_rank_gates_the_collective_saving_on_both(memory_store):
     assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(617)
 
 
+def test_exposed_communication_hides_the_transfer_after_the_last_rank_arrived(memory_store):
+    # the two ranks above; rank 1 also runs a kernel on stream 8 from 490 to 540 µs, which overlaps the first 28 µs
+    # of the all-reduce's transfer (512 to 612 µs, after rank 1 arrived)
+    from types import SimpleNamespace
+
+    from nsight_advisor.engine.finding_fixes import comm_fix
+
+    con = memory_store
+    _rank(con, 1, 0, 110)
+    _rank(con, 2, 1, 510)
+    _call(con, 2, 4, "cudaLaunchKernel", 8.2, 8.8)
+    _kernel(con, 2, 4, "side", 8, 490, 540)
+    g = build_graph(con, [1, 2])
+    exposed = SimpleNamespace(capture_id=2, device_id=0, internal={"comm": "exposed"})
+    change = comm_fix(con, g, exposed)
+    nccl = np.flatnonzero(g.ops["name"].str.startswith("nccl").to_numpy() & (g.ops["capture_id"] == 2).to_numpy())
+    # the transfer keeps the 28 µs the side kernel hid; rank 0's 400 µs wait for rank 1 is not the transfer's
+    assert change["own_scale"][nccl].tolist() == pytest.approx([0.28])
+    after = replay(g, **change)
+    saved = {}
+    for cid in (1, 2):
+        span = [(-g.t0 + g.offsets.get(cid, 0), us(617) - g.t0 + g.offsets.get(cid, 0))]
+        saved[cid] = map_steps(g, cid, span, replay(g))[0] - map_steps(g, cid, span, after)[0]
+    # rank 1's all-reduce ends at 540 with the side kernel, its synchronization returns 5 µs later: 617 -> 545;
+    # rank 0's copy of the collective still transfers for 100 µs (fixed on every rank, both would save)
+    assert saved == {1: 0, 2: us(72)}
+    # a rule claiming the waits for a late rank is not replayed
+    from nsight_advisor.engine.finding_fixes import fix_of
+
+    wait = SimpleNamespace(capture_id=2, device_id=0, internal={"part": "comm", "comm": "wait"})
+    assert fix_of(con, g, wait, {}) is None
+
+
 def test_ranks_waiting_for_each_other_save_only_when_fixed_together(memory_store):
     # both ranks compute 500 µs before the all-reduce: either one's gemm made twice as fast alone saves nothing
     # (the other rank still arrives at 512 µs); both together save 250 µs of each rank's step

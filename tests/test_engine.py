@@ -376,6 +376,10 @@ def test_bad_config_names_the_file_key_and_fix(store, tmp_path, text, words):
      ["finding.impact_copies", "'h2h' is not a copy direction", "h2d, d2h, other"]),
     (lambda t: t.replace("evidence_limit = 20", 'evidence_limit = 20\nimpact_copies = ["h2d"]'),
      ["finding.impact_copies", "only for impact_part = 'copy'"]),
+    (lambda t: t.replace("evidence_limit = 20", 'evidence_limit = 20\nimpact_part = "comm"\nimpact_comm = "all"'),
+     ["finding.impact_comm", "'all' is not one of exposed, wait"]),
+    (lambda t: t.replace("evidence_limit = 20", 'evidence_limit = 20\nimpact_comm = "exposed"'),
+     ["finding.impact_comm", "only for impact_part = 'comm'"]),
 ])
 def test_load_errors_name_the_file_the_key_and_the_fix(tmp_path, edit, words):
     folder = write_rule(tmp_path / "r", "long-kernels")

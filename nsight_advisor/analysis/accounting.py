@@ -21,6 +21,9 @@ IMPACT_PARTS = ("kernel", "comm", "copy", "memset", "idle", "host")
 IDLE_CAUSES = ("launch", "dependency", "startup", "jit", "allocation", "host-copy", "sync", "host", "unknown")
 #: Copy directions: the closed vocabulary of copy_exposure.direction (schema/views/31_time_partition.sql).
 COPY_DIRECTIONS = ("h2d", "d2h", "other")
+#: What a comm-part rule claims of its communication: its exposed transfer (no compute beside it) or its waits for
+#: a late rank.
+COMM_CLAIMS = ("exposed", "wait")
 
 if TYPE_CHECKING:
     import duckdb

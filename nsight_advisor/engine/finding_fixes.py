@@ -4,7 +4,7 @@
 kernels shortened by the share of their time it claims (:func:`kernel_fix`), an idle finding's gaps closed
 (:func:`idle_fix`, on the gaps :func:`finding_gaps` reads for all idle findings at once), and the staged copies of
 a host-copy gap made asynchronous from pinned memory, a copy finding's copies overlapped with the kernels
-(:func:`copy_fix`). Caches live on the graph (one per analysis).
+(:func:`copy_fix`), an exposed-communication finding's collectives overlapped with compute (:func:`comm_fix`). Caches live on the graph (one per analysis).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ def fix_of(con, g: StepGraph, f: Finding, gaps: dict[int, list[tuple]]) -> dict[
         return idle_fix(g, f, gaps.get(id(f)) or [])
     if part == "copy":
         return copy_fix(g, f)
+    if part == "comm" and f.internal.get("comm") == "exposed":
+        return comm_fix(con, g, f)
     return None
 
 
@@ -60,6 +62,46 @@ def copy_fix(g: StepGraph, f: Finding) -> dict[str, Any] | None:
     scale = np.ones(len(g))
     scale[copies] = np.clip(covered / length, 0.0, 1.0)
     return {"own_scale": scale} if (scale < 1).any() else None
+
+
+def comm_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
+    """The exposed transfer of the finding's communication kernels hidden (a rule claiming ``impact_comm =
+    "exposed"``, on its device): each keeps only the part of its transfer that a compute kernel of its device
+    overlapped, as if the collective ran beside the compute (started as soon as its input was ready). The transfer
+    is the kernel's time after the last rank of its collective arrived (the graph's matched collectives; the whole
+    kernel where none is matched), so a wait for a late rank, which collective-straggler claims, stays."""
+    if f.device_id is None:
+        return None
+    ops = g.ops
+    on_device = (ops["capture_id"].to_numpy() == f.capture_id) & (
+        ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id) & (g.kinds == KERNEL)
+    comm = on_device & ops["name"].isin(_comm_names(con, g, f.capture_id)).to_numpy()
+    kernels = np.flatnonzero(comm)
+    if not len(kernels):
+        return None
+    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    # the transfer starts when the last rank arrived (the latest start among the collective's members)
+    arrived = starts[kernels].copy()
+    grouped = g.group[kernels] >= 0
+    for n in np.flatnonzero(grouped):
+        arrived[n] = max(starts[m] for m in g.members[int(g.group[kernels[n]])])
+    lo = np.minimum(np.maximum(arrived, starts[kernels]), ends[kernels])
+    compute = on_device & ~comm
+    covered = _covered(starts[compute], ends[compute], lo, ends[kernels])
+    transfer = np.maximum(ends[kernels] - lo, 1)
+    scale = np.ones(len(g))
+    scale[kernels] = np.clip(covered / transfer, 0.0, 1.0)
+    return {"own_scale": scale} if (scale < 1).any() else None
+
+
+def _comm_names(con, g: StepGraph, capture_id: int) -> list[str]:
+    """The capture's communication kernel names (the store's na_comm_name), asked once per capture and graph."""
+    kept = g.__dict__.setdefault("_comm_names", {})
+    if capture_id not in kept:
+        kept[capture_id] = [r[0] for r in sql_params.execute(con, """
+            select name from kernel_names where capture_id = $cid and na_comm_name(name)""",
+                                                            {"cid": int(capture_id)}).fetchall()]
+    return kept[capture_id]
 
 
 def _covered(k_start: np.ndarray, k_end: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from nsight_advisor.engine.advice import CAPABILITIES, STACKS, FixClause
-from nsight_advisor.engine.model import COPY_DIRECTIONS, IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
+from nsight_advisor.engine.model import COMM_CLAIMS, COPY_DIRECTIONS, IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
 from nsight_advisor.engine.toml_checked import (  # noqa: F401 - PARAM_TYPES, coerce_value: the format's API
     PARAM_TYPES, TomlTable, coerce_value, locate, read_toml,
 )
@@ -93,6 +93,9 @@ class FindingSpec:
     # copy only: the copy directions (copy_exposure.direction) whose exposed time the rule claims; the what-if
     # hides those copies' exposed time (engine/finding_fixes.py). Without it a copy finding has no saving.
     impact_copies: tuple[str, ...] = ()
+    # comm only: what the rule claims of communication, "exposed" (transfer with no compute beside it: the what-if
+    # hides it) or "wait" (for a late rank: not replayed). Without it a comm finding has no saving.
+    impact_comm: str = ""
     # The column naming what an evidence row is about (a kernel name for kernel-part rules): findings of several
     # rules on the same subject combine instead of adding up. Default: the first evidence column.
     subject_column: str = ""
@@ -299,13 +302,18 @@ def _load_finding(raw: dict, path: Path) -> FindingSpec:
         raise t.fail("impact_copies", f"{unknown[0]!r} is not a copy direction", f"use {', '.join(COPY_DIRECTIONS)}")
     if copies and part != "copy":
         raise t.fail("impact_copies", "only for impact_part = 'copy'", "remove it, or set impact_part = 'copy'")
+    comm = t.get("impact_comm", str, required=False, default="")
+    if comm and comm not in COMM_CLAIMS:
+        raise t.fail("impact_comm", f"{comm!r} is not one of {', '.join(COMM_CLAIMS)}", "use one of those")
+    if comm and part != "comm":
+        raise t.fail("impact_comm", "only for impact_part = 'comm'", "remove it, or set impact_part = 'comm'")
     subject = t.get("subject_column", str, required=False, default="") or evidence[0]
     severity_column = t.get("severity_column", str, required=False, default="")
     t.reject_unknown()
     return FindingSpec(message=message, fix=fix, impact_column=impact_column, group_by=group_by,
                        order_by=order_by, evidence_columns=evidence, evidence_limit=limit,
                        severity_by_impact_pct=tuple(levels), impact_part=part, impact_causes=causes,
-                       impact_copies=copies,
+                       impact_copies=copies, impact_comm=comm,
                        subject_column=subject, severity_column=severity_column, fix_variants=variants,
                        fix_clauses=clauses)
 
