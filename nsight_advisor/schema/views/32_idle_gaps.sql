@@ -1,20 +1,24 @@
 -- The analysis layer, part 3: why each GPU idled, and the partition with idle time split by cause.
 --
 -- Idle causes, a closed vocabulary (docs/impact.md explains each with an example):
---   launch     : a gap under 20 us, the GPU waiting for the next launch (launch latency, the host's enqueue rate)
+--   launch     : a gap under 20 us, the GPU waiting for the next launch (launch latency, the host's enqueue rate),
+--                unless a synchronization returned in it (sync)
 --   startup    : CUDA initialization, module or library loading, lazy loading of a kernel on its first launch
 --   jit        : run-time compilation (NVRTC, PTX JIT, cuLink), named by CUDA calls or NVTX ranges
 --   allocation : cudaMalloc/cudaFree and their kin cover half the gap or more
 --   host-copy  : synchronous copies or sets staged by the host cover half the gap or more
 --   sync       : the host was blocked in a synchronization call when the GPU ran dry (and relaunched late), or
---                sat in one for half the gap or more (waiting on other work)
+--                sat in one for half the gap or more (waiting on other work); a gap under 20 us too when such a
+--                call returned in it: the relaunch latency a synchronization exposes (a drained queue), which a
+--                host that did not wait would have hidden behind the kernels it queued ahead
 --   host       : other host work (named by the innermost NVTX range over the gap, else the CUDA call covering
 --                most of it)
 --   dependency : the kernel that ends the gap had been launched (its launch call had returned) before the gap
 --                began: the GPU waited for something other than the host (an event or another stream, a
 --                collective's peers, a host callback), not for the next launch
 --   unknown    : the capture has no CUDA API trace to tell
--- A gap gets exactly one cause (launch by its length alone; dependency before any host cause, since the host had
+-- A gap gets exactly one cause (launch by its length alone, but for a synchronization returning in it; dependency
+-- before any host cause, since the host had
 -- already done its part). Module loading and compilation come with host work
 -- the trace does not name (library initialization, kernel lookup, the compiler before a module load), so such
 -- calls or ranges covering a tenth of a gap make it jit or startup, while allocation, host copies and
@@ -33,8 +37,8 @@
 -- @column host_activity What names the cause: the CUDA call or NVTX range that covered most of the gap, what a dependency gap waited for ('waits for a collective', 'waits for another stream or an event', 'waits for an event or a host callback'), or NULL.
 -- @column host_pid Process of that call or range, or NULL.
 -- @column host_tid Thread of that call or range, or NULL.
--- @column host_api_overlap_ns Time within the gap covered by CUDA calls of the device's processes that can decide a cause (launches under 1 ms and calls of class 'other' left out), ns; NULL for launch gaps.
--- @column launch_pid Process of the thread that launched the operation ending the gap (for a trailing gap: the one it follows), from its earliest CUDA call; NULL for launch gaps or when no call is recorded.
+-- @column host_api_overlap_ns Time within the gap covered by CUDA calls of the device's processes that can decide a cause (launches under 1 ms and calls of class 'other' left out), ns; for a sync gap under 20 us, the synchronization's part of it; NULL for launch gaps.
+-- @column launch_pid Process of the thread that launched the operation ending the gap (for a trailing gap: the one it follows), from its earliest CUDA call; NULL for gaps under 20 us or when no call is recorded.
 -- @column launch_tid That thread, or NULL.
 create or replace view gpu_idle_gaps as
 with gaps as (
@@ -56,6 +60,27 @@ judged as (
 ),
 procs as (
     select distinct capture_id, device_id, pid from gpu_ops where pid is not null
+),
+-- a gap under 20 us in which a synchronization of the device's processes returned, having been blocked when the
+-- GPU ran dry (the one returning last names it): each synchronization finds the gap its return falls in with an
+-- as-of join, so the few synchronizations probe the short gaps rather than a million short gaps probing them (the
+-- other way round cost 0.9 s of the 1M-kernel export's analysis)
+sync_calls as (
+    select a.capture_id, coalesce(p.device_id, -1) as dev, a.start_ns, a.end_ns, a.base_name, a.pid, a.tid
+    from cuda_api_calls a
+    join procs p on p.capture_id = a.capture_id and p.pid = a.pid
+    where a.api_class = 'sync'
+),
+short_sync as (
+    select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
+           arg_max(s.base_name, s.end_ns) as label,
+           arg_max(struct_pack(pid := s.pid, tid := s.tid), s.end_ns) as thread,
+           max(s.end_ns) - g.start_ns as overlap_ns
+    from sync_calls s
+    asof join (select *, coalesce(device_id, -1) as dev from gaps where duration_ns < 20000) g
+        on g.capture_id = s.capture_id and g.dev = s.dev and g.start_ns <= s.end_ns
+    where s.end_ns < g.end_ns and s.start_ns <= g.start_ns
+    group by g.capture_id, g.device_id, g.start_ns
 ),
 -- what the host did during each judged gap: CUDA calls of the processes using the device (short launches and
 -- calls of no telling class left out: a million of them in a launch-bound capture, and none decides a cause) ...
@@ -207,7 +232,7 @@ decided as (
         c.api_ns,
         coalesce(c.jit_ns, 0) + coalesce(r.jit_ns, 0) as jit_ns,
         case
-            when g.duration_ns < 20000 then 'launch'
+            when g.duration_ns < 20000 then case when ss.label is not null then 'sync' else 'launch' end
             when q.waits_for is not null then 'dependency'
             when coalesce(c.jit_ns, 0) + coalesce(r.jit_ns, 0) >= g.duration_ns / 10 then 'jit'
             when c.startup_ns >= g.duration_ns / 10 then 'startup'
@@ -221,10 +246,10 @@ decided as (
             else 'unknown'
         end as cause,
         c.jit_label as c_jit_label, r.jit_label as r_jit_label, c.startup_label, c.alloc_label, c.copy_label,
-        c.sync_label, coalesce(r.inner_label, c.any_label) as host_label, q.waits_for, q.launch_thread,
+        coalesce(c.sync_label, ss.label) as sync_label, coalesce(r.inner_label, c.any_label) as host_label, q.waits_for, q.launch_thread,
         l.launch_thread as launcher,
         c.jit_thread as c_jit_thread, r.jit_thread as r_jit_thread, c.startup_thread, c.alloc_thread,
-        c.copy_thread, c.sync_thread,
+        c.copy_thread, coalesce(c.sync_thread, ss.thread) as sync_thread, ss.overlap_ns as short_sync_ns,
         case when r.inner_label is not null then r.inner_thread else c.any_thread end as host_thread,
         coalesce(c.jit_ns, 0) >= coalesce(r.jit_ns, 0) as jit_by_call
     from gaps g
@@ -237,6 +262,8 @@ decided as (
         and q.gap_start_ns = g.start_ns
     left join launcher l on l.capture_id = g.capture_id and l.device_id is not distinct from g.device_id
         and l.gap_start_ns = g.start_ns
+    left join short_sync ss on ss.capture_id = g.capture_id and ss.device_id is not distinct from g.device_id
+        and ss.gap_start_ns = g.start_ns
 ),
 named as (
     select
@@ -256,7 +283,7 @@ named as (
 select
     capture_id, device_id, start_ns, end_ns, duration_ns, position, cause,
     named_by.l as host_activity, named_by.t.pid as host_pid, named_by.t.tid as host_tid,
-    case when cause = 'launch' then null else coalesce(api_ns, 0) end as host_api_overlap_ns,
+    case when cause = 'launch' then null else coalesce(api_ns, short_sync_ns, 0) end as host_api_overlap_ns,
     launcher.pid as launch_pid, launcher.tid as launch_tid
 from named;
 

@@ -1,8 +1,8 @@
 -- The analysis layer, part 6: what the host thread that feeds a GPU did while the GPU waited.
 --
--- For each idle gap of 20 us or more (gpu_idle_gaps, all causes but launch) the launching thread is the thread whose
--- CUDA call launched the operation that ends the gap (for a trailing gap: the one that began it). What that thread
--- did during the gap is read from every host source the capture recorded, each its own activity in a closed
+-- For each idle gap of 20 us or more (gpu_idle_gaps; shorter ones are launch or sync) the launching thread is the
+-- thread whose CUDA call launched the operation that ends the gap (for a trailing gap: the one that began it). What
+-- that thread did during the gap is read from every host source the capture recorded, each its own activity in a closed
 -- vocabulary:
 --   io           : OS runtime calls that read or write files, pipes or sockets (read, fread, getc, fopen, recv, ...)
 --   wait         : OS runtime calls that wait for another thread or process (futex, pthread_cond_wait, poll, epoll,
@@ -115,8 +115,8 @@ left join frames f on f.capture_id = s.capture_id and f.callchain_id = s.callcha
 left join periods p on p.capture_id = s.capture_id and p.pid = s.pid and p.tid = s.tid;
 
 -- @view host_activity
--- One row per idle gap of 20 us or more (gpu_idle_gaps, all causes but launch), and one per capture for the time
--- before its analysis window (cause 'before-window', device_id NULL, on the thread that launched the window's
+-- One row per idle gap of 20 us or more (gpu_idle_gaps; shorter ones are launch or sync), and one per capture for
+-- the time before its analysis window (cause 'before-window', device_id NULL, on the thread that launched the window's
 -- first operation): the thread that launches the device's work, what it did during the gap by activity (the
 -- vocabulary above), and the activity that names the gap when one covers half of it or more.
 -- @column capture_id Capture (captures.capture_id).
@@ -152,7 +152,8 @@ with gaps as (
     select capture_id, device_id, coalesce(device_id, -1) as dev, start_ns, end_ns, duration_ns, cause,
            launch_pid as pid, launch_tid as tid
     from gpu_idle_gaps
-    where cause <> 'launch'
+    -- of 20 us or more: a shorter gap is launch latency, or a synchronization's relaunch (named by its call)
+    where duration_ns >= 20000
 ),
 before as (
     -- the time before the analysis window, on the thread that launched the window's first operation (the
