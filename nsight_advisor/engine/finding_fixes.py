@@ -1,10 +1,11 @@
 """What each finding's fix changes in a replay of the step graph (docs/impact.md, "What a fix would save").
 
 :func:`fix_of` turns a finding into the keyword arguments of ``analysis.critical_path.replay``: a kernel finding's
-kernels shortened by the share of their time it claims (:func:`kernel_fix`), an idle finding's gaps closed
-(:func:`idle_fix`, on the gaps :func:`finding_gaps` reads for all idle findings at once), and the staged copies of
-a host-copy gap made asynchronous from pinned memory, a copy finding's copies overlapped with the kernels
-(:func:`copy_fix`), an exposed-communication finding's collectives overlapped with compute (:func:`comm_fix`). Caches live on the graph (one per analysis).
+kernels shortened by the share of their time it claims (:func:`kernel_fix`); an idle finding's gaps closed
+(:func:`idle_fix`, on the gaps :func:`finding_gaps` reads for all idle findings at once), the staged copies of a
+host-copy gap made asynchronous from pinned memory; a copy finding's copies overlapped with the kernels
+(:func:`copy_fix`); an exposed-communication finding's collectives overlapped with compute (:func:`comm_fix`).
+Caches live on the graph (one per analysis).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nsight_advisor.analysis.accounting import COMM_CLAIMS, COPY_DIRECTIONS, IDLE_CAUSES, IMPACT_PARTS  # noqa: F401 - the partition's vocabulary
+# the partition's vocabulary, re-exported
+from nsight_advisor.analysis.accounting import COMM_CLAIMS, COPY_DIRECTIONS, IDLE_CAUSES, IMPACT_PARTS  # noqa: F401
 from nsight_advisor.common.severity import SEVERITIES, severity_rank  # noqa: F401 - re-exported for the engine
 
 OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")

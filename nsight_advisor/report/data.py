@@ -234,8 +234,8 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             "impact_pct": _num(f.get("impact_pct")),
             # the replayed step's saving (docs/impact.md); "" where the capture has no steps or the fix is not modeled
             "saving": fmt_ns(f.get("saving_ns")) if isinstance(f.get("saving_ns"), (int, float)) else "",
-            # a fix that saves more than the finding costs: its kernels' time is shared with other findings on them
-            # (impact_ns is its share; the replay takes off the rule's own claim, docs/impact.md)
+            # a fix that saves more than the finding costs: the time it claims is shared with other findings (impact_ns
+            # is its share; the replay takes off the rule's own claim, docs/impact.md)
             "saving_shared": _saves_more_than_its_share(f),
             # the share of the steps' critical path the finding's operations hold; "" where not computed
             "critical_path": fmt_pct(f.get("critical_path_pct"))

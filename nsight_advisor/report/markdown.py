@@ -262,8 +262,8 @@ def _finding(f: dict[str, Any]) -> list[str]:
     if f.get("saving"):
         impact += f" Fixed, the steps would be **{f['saving']}** shorter (replayed)."
         if f.get("saving_shared"):
-            impact += (" That is more than it costs: other findings share the time of its kernels, and each costs "
-                       "its share, while its fix alone takes off its own estimate.")
+            impact += (" That is more than it costs: other findings share the time it claims, and each costs its "
+                       "share, while its fix alone takes off its own estimate.")
     if f.get("critical_path"):
         impact += f" Its operations hold {f['critical_path']} of the steps' critical path."
     if f.get("saving_all_ranks"):

@@ -246,7 +246,8 @@ decided as (
             else 'unknown'
         end as cause,
         c.jit_label as c_jit_label, r.jit_label as r_jit_label, c.startup_label, c.alloc_label, c.copy_label,
-        coalesce(c.sync_label, ss.label) as sync_label, coalesce(r.inner_label, c.any_label) as host_label, q.waits_for, q.launch_thread,
+        coalesce(c.sync_label, ss.label) as sync_label,
+        coalesce(r.inner_label, c.any_label) as host_label, q.waits_for, q.launch_thread,
         l.launch_thread as launcher,
         c.jit_thread as c_jit_thread, r.jit_thread as r_jit_thread, c.startup_thread, c.alloc_thread,
         c.copy_thread, coalesce(c.sync_thread, ss.thread) as sync_thread, ss.overlap_ns as short_sync_ns,
