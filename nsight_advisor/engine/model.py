@@ -19,7 +19,7 @@ OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 10
+REPORT_SCHEMA_VERSION = 11
 
 
 @dataclass
