@@ -21,7 +21,7 @@ from nsight_advisor.engine.model import Finding
 from nsight_advisor.engine.path_share import step_paths
 from nsight_advisor.engine.whatif import kernel_ops
 from nsight_advisor.report.data import rank_findings
-from test_critical_path import _call, _kernel, us
+from test_critical_path import _call, _kernel, _warm_up, us
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 
@@ -94,15 +94,44 @@ def test_critical_path_share_of_a_kernel(memory_store):
     assert held_a == round(100 * 990 / 1005, 1)
     assert paths.share_pct(1, {"own_scale": np.where(kernel_ops(g, "short_b"), 0.5, 1.0)}) == 0.0
     assert paths.share_pct(2, {"own_scale": np.ones(len(g))}) is None  # no such capture
-    # dropping the synchronization's wait: the path holds the time the host sat blocked in it, from where the call
-    # would have returned on its own to the end of its wait (A's time on the path, then the return), not only the
-    # 5 µs return latency of its own segment
+    # dropping the synchronization's wait: the path after its return until a GPU operation runs again is only the
+    # 5 µs return here (the step ends), well within the time the host sat blocked
     sync = (g.ops["name"] == "cudaDeviceSynchronize").to_numpy()
-    (i,) = np.flatnonzero(sync)
-    blocked = us(1005) - (us(12) + int(g.own_ns[i]))
-    assert 0 < g.own_ns[i] < us(100)
-    assert paths.share_pct(1, {"drop_wait": sync}) == round(100 * blocked / us(1005), 1)
+    assert paths.share_pct(1, {"drop_wait": sync}) == round(100 * us(5) / us(1005), 1)
     assert paths.share_pct(1, {"drop_wait": np.zeros(len(g), bool)}) == 0.0
+
+
+def test_critical_path_share_of_a_dropped_synchronization(memory_store):
+    # after twenty warm-up launches (typical launch latency 5 µs, stream lag 2 µs): kernel A (5-400 µs) the host
+    # waits for in a synchronization (6-402), 100 µs of host work, B's launch (502-507) and B (507-530); a second
+    # synchronization (510-532), 200 µs of host work, C's launch (732-737) and C (737-790); a last one to 792
+    con = memory_store
+    _warm_up(con)
+    _call(con, 1, 1, "cudaLaunchKernel", 0, 5)
+    _kernel(con, 1, 1, "a", 7, 5, 400)
+    _call(con, 1, 2, "cudaDeviceSynchronize", 6, 402)
+    _call(con, 1, 3, "cudaLaunchKernel", 502, 507)
+    _kernel(con, 1, 3, "b", 7, 507, 530)
+    _call(con, 1, 4, "cudaDeviceSynchronize", 510, 532)
+    _call(con, 1, 5, "cudaLaunchKernel", 732, 737)
+    _kernel(con, 1, 5, "c", 7, 737, 790)
+    _call(con, 1, 6, "cudaDeviceSynchronize", 738, 792)
+    g = build_graph(con, [1])
+    paths = step_paths(g, {1: [(-g.t0, us(792) - g.t0)]}, replay(g))
+    syncs = np.flatnonzero((g.ops["name"] == "cudaDeviceSynchronize").to_numpy())
+    first, second = syncs[np.argsort(g.ops["start_ns"].to_numpy()[syncs])][:2]
+    only = np.zeros(len(g), bool)
+    # the first gives back its return (2 µs), the 100 µs of host work and B's launch latency (5): 107 µs until B
+    # runs, well within the 390-odd µs it sat blocked on the path (A's time, which the relaunch could hide behind)
+    only[first] = True
+    assert paths.share_pct(1, {"drop_wait": only}) == round(100 * us(107) / us(792), 1)
+    # the second sat blocked on the path only from where it would have returned on its own to its return: of its
+    # 207 µs relaunch it can take back no more than that
+    only[:] = False
+    only[second] = True
+    blocked = us(532) - (us(510) + int(g.own_ns[second]))
+    assert 0 < blocked < us(22)
+    assert paths.share_pct(1, {"drop_wait": only}) == round(100 * blocked / us(792), 1)
 
 
 def _finding(rule, severity, impact, saving=None):

@@ -2,11 +2,11 @@
 
 A finding's operations are what its fix changes in the replay (engine/whatif.py): the kernels it shortens (their
 time on the path), the host work it removes (the part of each stretch of host work on the path that its gaps
-hold) and the synchronizations it stops waiting (the time on the path that the host sat blocked in them: from
-where the call would have returned on its own to the end of its wait, which the path spends on the GPU work the
-call waited for; the wait's own segment is only the return's latency), and the GPU operations it lets start
-promptly (the launch latency and stream order segments before them beyond the capture's typical lags). The paths
-are those of every replayed step of the finding's capture, walked once on the recorded times.
+hold), the synchronizations it stops waiting (the relaunch after each one's return: the path from the return until
+a GPU operation runs again, at most the time the host sat blocked in the call on the path, the GPU work the
+relaunch could then hide behind) and the GPU operations it lets start promptly (the launch latency and stream
+order segments before them beyond the capture's typical lags). The paths are those of every replayed step of the
+finding's capture, walked once on the recorded times.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from nsight_advisor.analysis.step_graph import KIND_NAMES, StepGraph
 #: Segment labels (analysis/critical_path.py) of an operation's own time, of the host's work before a call and of
 #: a blocking call's wait for the GPU.
 _OWN = frozenset({*KIND_NAMES[1:], "CUDA call"})
+_GPU_OWN = frozenset({*KIND_NAMES[1:], "collective (after the last rank arrived)"})
 _HOST_WORK = "host work"
 _GPU_WAIT = "wait for the GPU"
 
@@ -35,7 +36,15 @@ class StepPaths:
     what: np.ndarray  # 0 an op's own time, 1 host work, 2 a wait for the GPU, 3 anything else
     length_ns: np.ndarray
     total_ns: dict[int, float]  # each capture's summed path length (= its steps' summed length, per GPU it has)
-    blocked_ns: np.ndarray  # a wait segment: the path's time the host sat blocked in its call (0 for the others)
+    # each time the path leaves a blocking call's wait (a run: the wait's own segment, the return, and the path
+    # after it until a GPU operation runs again, the host's work, calls and launch latency of the relaunch): the
+    # call, its capture and GPU (as ``device``), and what dropping the wait can take back of the path, the run's
+    # length but at most the time the host sat blocked on the path before it (the GPU work the relaunch can then
+    # hide behind)
+    run_op: np.ndarray
+    run_capture: np.ndarray
+    run_device: np.ndarray
+    run_held_ns: np.ndarray
     # where a capture's GPUs run processes of their own (device_units), each GPU's paths apart: the GPU each
     # segment's path ended on (-1: the capture's) and each such GPU's summed path length
     device: np.ndarray
@@ -65,8 +74,12 @@ class StepPaths:
         if lag is not None:
             held += np.where(self.what == 1, self.length_ns * (1.0 - np.clip(lag[op], 0.0, 1.0)), 0.0)
         drop = change.get("drop_wait")
-        if drop is not None:
-            held += np.where((self.what == 2) & drop[op], self.blocked_ns, 0.0)
+        runs = 0.0
+        if drop is not None and len(self.run_op):
+            in_scope = self.run_capture == capture_id
+            if key in self.device_total_ns:
+                in_scope &= self.run_device == key[1]
+            runs = float(self.run_held_ns[in_scope & drop[self.run_op]].sum())
         wait = change.get("wait_lag_scale")
         if wait is not None:  # the wait's own segment is the return's latency after the GPU work
             held += np.where((self.what == 2) & ~(drop[op] if drop is not None else False),
@@ -74,7 +87,7 @@ class StepPaths:
         prompt = change.get("prompt_start")
         if prompt is not None and self.excess_ns is not None:
             held += np.where((self.what == 3) & prompt[op], self.excess_ns, 0.0)
-        return round(100.0 * min(float(held[mine].sum()) / total, 1.0), 1)
+        return round(100.0 * min((float(held[mine].sum()) + runs) / total, 1.0), 1)
 
 
 def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
@@ -82,7 +95,8 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
     """The critical path of every one of ``steps`` (per capture, graph clock) on the replayed times ``base``; in a
     capture with ``units`` (analysis/critical_path.py device_units), each GPU's: from the operation of its own
     that ends each step."""
-    capture, op, what, length, blocked, device, excess = [], [], [], [], [], [], []
+    capture, op, what, length, device, excess = [], [], [], [], [], []
+    runs: list[list] = []  # [op, capture, device, blocked, relaunch]
     typical = {EDGE_LABELS["launch"]: float(graph.typical.get("launch", 0)),
                EDGE_LABELS["stream"]: float(graph.typical.get("stream", 0))}
     total: dict[int, float] = {}
@@ -93,6 +107,7 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
     for cid, spans, dev, among in walks:
         lasts = last_ops(graph, cid, [e for _s, e in spans], base[1], among)
         for (s, e), last in zip(spans, lasts):
+            run = None  # the wait the path is relaunching from
             for seg in critical_path(graph, s, e, cid, base, last=last):
                 capture.append(cid)
                 device.append(dev)
@@ -105,10 +120,16 @@ def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],
                 per_device[(cid, dev)] = per_device.get((cid, dev), 0.0) + length[-1]
                 if what[-1] == 2:  # the call would have returned at its start plus its own time, without the wait
                     i = seg["op"]
-                    blocked.append(max(seg["end_ns"] - max(float(ns[i] + graph.own_ns[i]), s), 0.0))
-                else:
-                    blocked.append(0.0)
+                    run = [i, cid, dev, max(seg["end_ns"] - max(float(ns[i] + graph.own_ns[i]), s), 0.0), 0.0]
+                    runs.append(run)
+                elif label in _GPU_OWN:  # the GPU runs again: the relaunch is over
+                    run = None
+                if run is not None:
+                    run[4] += length[-1]
     return StepPaths(np.asarray(capture, np.int64), np.asarray(op, np.int64), np.asarray(what, np.int8),
-                     np.asarray(length, np.float64), total, np.asarray(blocked, np.float64),
+                     np.asarray(length, np.float64), total,
+                     np.asarray([r[0] for r in runs], np.int64), np.asarray([r[1] for r in runs], np.int64),
+                     np.asarray([r[2] for r in runs], np.int64),
+                     np.asarray([min(r[3], r[4]) for r in runs], np.float64),
                      np.asarray(device, np.int64), {k: v for k, v in per_device.items() if k[1] >= 0},
                      np.asarray(excess, np.float64))
