@@ -48,8 +48,7 @@ def copy_fix(g: StepGraph, f: Finding) -> dict[str, Any] | None:
         return None
     ops = g.ops
     kind = g.kinds
-    on_device = (ops["capture_id"].to_numpy() == f.capture_id) & (
-        ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id)
+    on_device = _on_device(g, f)
     name = ops["name"].fillna("").str.lower()
     direction = np.where(name.str.contains("host-to-device", regex=False).to_numpy(), "h2d",
                          np.where(name.str.contains("device-to-host", regex=False).to_numpy(), "d2h", "other"))
@@ -74,8 +73,7 @@ def comm_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
     if f.device_id is None:
         return None
     ops = g.ops
-    on_device = (ops["capture_id"].to_numpy() == f.capture_id) & (
-        ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id) & (g.kinds == KERNEL)
+    on_device = _on_device(g, f) & (g.kinds == KERNEL)
     comm = on_device & ops["name"].isin(_comm_names(con, g, f.capture_id)).to_numpy()
     kernels = np.flatnonzero(comm)
     if not len(kernels):
@@ -93,6 +91,12 @@ def comm_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
     scale = np.ones(len(g))
     scale[kernels] = np.clip(covered / transfer, 0.0, 1.0)
     return {"own_scale": scale} if (scale < 1).any() else None
+
+
+def _on_device(g: StepGraph, f: Finding) -> np.ndarray:
+    """The GPU operations of the finding's capture on its device (a boolean mask over the ops)."""
+    return (g.ops["capture_id"].to_numpy() == f.capture_id) & (
+        g.ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id)
 
 
 def _comm_names(con, g: StepGraph, capture_id: int) -> list[str]:

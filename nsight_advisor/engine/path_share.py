@@ -51,7 +51,7 @@ class StepPaths:
     device_total_ns: dict[tuple[int, int], float]
     # a launch-latency or stream-order segment: its length beyond the capture's typical lag of that edge, the part
     # a GPU operation that starts promptly (replay's prompt_start) no longer waits (0 for the others)
-    excess_ns: np.ndarray | None = None
+    excess_ns: np.ndarray
 
     def share_pct(self, capture_id: int, change: dict[str, Any], device_id: int | None = None) -> float | None:
         """The share of ``capture_id``'s paths (those of its GPU ``device_id`` where its GPUs were walked apart) held
@@ -85,7 +85,7 @@ class StepPaths:
             held += np.where((self.what == 2) & ~(drop[op] if drop is not None else False),
                              self.length_ns * (1.0 - np.clip(wait[op], 0.0, 1.0)), 0.0)
         prompt = change.get("prompt_start")
-        if prompt is not None and self.excess_ns is not None:
+        if prompt is not None:
             held += np.where((self.what == 3) & prompt[op], self.excess_ns, 0.0)
         return round(100.0 * min((float(held[mine].sum()) + runs) / total, 1.0), 1)
 

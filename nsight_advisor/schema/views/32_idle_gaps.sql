@@ -61,27 +61,6 @@ judged as (
 procs as (
     select distinct capture_id, device_id, pid from gpu_ops where pid is not null
 ),
--- a gap under 20 us in which a synchronization of the device's processes returned, having been blocked when the
--- GPU ran dry (the one returning last names it): each synchronization finds the gap its return falls in with an
--- as-of join, so the few synchronizations probe the short gaps rather than a million short gaps probing them (the
--- other way round cost 0.9 s of the 1M-kernel export's analysis)
-sync_calls as (
-    select a.capture_id, coalesce(p.device_id, -1) as dev, a.start_ns, a.end_ns, a.base_name, a.pid, a.tid
-    from cuda_api_calls a
-    join procs p on p.capture_id = a.capture_id and p.pid = a.pid
-    where a.api_class = 'sync'
-),
-short_sync as (
-    select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
-           arg_max(s.base_name, s.end_ns) as label,
-           arg_max(struct_pack(pid := s.pid, tid := s.tid), s.end_ns) as thread,
-           max(s.end_ns) - g.start_ns as overlap_ns
-    from sync_calls s
-    asof join (select *, coalesce(device_id, -1) as dev from gaps where duration_ns < 20000) g
-        on g.capture_id = s.capture_id and g.dev = s.dev and g.start_ns <= s.end_ns
-    where s.end_ns < g.end_ns and s.start_ns <= g.start_ns
-    group by g.capture_id, g.device_id, g.start_ns
-),
 -- what the host did during each judged gap: CUDA calls of the processes using the device (short launches and
 -- calls of no telling class left out: a million of them in a launch-bound capture, and none decides a cause) ...
 host_calls as (
@@ -137,6 +116,21 @@ ranges as (
            least(n.end_ns, g.end_ns) - greatest(n.start_ns, g.start_ns) as overlap_ns
     from (select *, unnest(range(first_no, last_no + 1)) as gap_no from range_spans) n
     join judged g on g.capture_id = n.capture_id and g.dev = n.dev and g.gap_no = n.gap_no
+),
+-- a gap under 20 us in which a synchronization of the device's processes (one of host_calls) returned, having
+-- been blocked when the GPU ran dry (the one returning last names it): each synchronization finds the gap its
+-- return falls in with an as-of join, so the few synchronizations probe the short gaps rather than a million short
+-- gaps probing them (the other way round cost 0.9 s of the 1M-kernel export's analysis)
+short_sync as (
+    select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
+           arg_max(s.base_name, s.end_ns) as label,
+           arg_max(struct_pack(pid := s.pid, tid := s.tid), s.end_ns) as thread,
+           max(s.end_ns) - g.start_ns as overlap_ns
+    from (select * from host_calls where api_class = 'sync') s
+    asof join (select *, coalesce(device_id, -1) as dev from gaps where duration_ns < 20000) g
+        on g.capture_id = s.capture_id and g.dev = s.dev and g.start_ns <= s.end_ns
+    where s.end_ns < g.end_ns and s.start_ns <= g.start_ns
+    group by g.capture_id, g.device_id, g.start_ns
 ),
 per_gap as (
     select capture_id, device_id, gap_start_ns,
