@@ -44,6 +44,7 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
     from nsight_advisor.analysis.accounting import parse_window
     from nsight_advisor.engine.config import apply_params, find_config, select_rules
     from nsight_advisor.analysis.gpu_override import resolve_gpu_override
+    from nsight_advisor.common import parsed_toml
     from nsight_advisor.engine.rules import load_rules
     from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S
@@ -58,6 +59,7 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
     result = analyze_with_rules(con, capture_ids, rules, progress=progress, time_limit_s=limit,
                                 window=parse_window(window), gpu=resolve_gpu_override(gpu, config.gpu))
     apply_waivers(result, config.waivers)
+    parsed_toml.save()  # the rules' parses, for the next run (common/parsed_toml.py)
     return result
 
 

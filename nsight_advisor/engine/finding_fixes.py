@@ -49,9 +49,8 @@ def copy_fix(g: StepGraph, f: Finding) -> dict[str, Any] | None:
     ops = g.ops
     kind = g.kinds
     on_device = _on_device(g, f)
-    name = ops["name"].fillna("").str.lower()
-    direction = np.where(name.str.contains("host-to-device", regex=False).to_numpy(), "h2d",
-                         np.where(name.str.contains("device-to-host", regex=False).to_numpy(), "d2h", "other"))
+    direction = np.where(g.name_matches("host-to-device", lower=True), "h2d",
+                         np.where(g.name_matches("device-to-host", lower=True), "d2h", "other"))
     copies = np.flatnonzero(on_device & (kind == MEMCPY) & np.isin(direction, list(directions)))
     if not len(copies):
         return None
@@ -312,8 +311,7 @@ def _staged_copies(g: StepGraph, host: np.ndarray, starts: np.ndarray, ends: np.
     staging buffer. A call reaching into a gap only at its edge counts, as its staging is what kept the GPU idle
     there."""
     ops = g.ops
-    copy_call = host & ops["blocking"].to_numpy(bool) & ~ops["name"].fillna("").str.contains(
-        "Synchronize", regex=False).to_numpy(bool)
+    copy_call = host & ops["blocking"].to_numpy(bool) & ~g.name_matches("Synchronize")
     # the gap starting last before the call ends: the call overlaps it when it ends after the gap starts and
     # starts before the gap ends
     k = np.searchsorted(lo, ends, "right") - 1

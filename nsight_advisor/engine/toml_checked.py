@@ -18,6 +18,7 @@ else:  # pragma: no cover - Python 3.10
 
 from nsight_advisor.common.errors import RuleError
 from nsight_advisor.common.regular_file import read_regular_text
+from nsight_advisor.common import parsed_toml
 
 PARAM_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
@@ -161,6 +162,6 @@ def read_toml(path: Path) -> dict:
     except UnicodeDecodeError as exc:
         raise RuleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        return tomllib.loads(text)
+        return parsed_toml.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RuleError(f"{path}: invalid TOML: {exc}") from None

@@ -120,11 +120,10 @@ def _op_count(con, capture_id: int, lo: int, hi: int) -> int:
 def kernel_ops(graph: StepGraph, name: str) -> np.ndarray:
     """Kernels named ``name`` exactly, else those whose name contains it (a boolean mask over the ops)."""
     kernels = graph.ops["kind"].to_numpy() == KERNEL
-    names = graph.ops["name"].fillna("")
-    exact = kernels & (names == name).to_numpy()
+    exact = kernels & (graph.ops["name"].fillna("") == name).to_numpy()
     if exact.any():
         return exact
-    return kernels & names.str.contains(name, regex=False).to_numpy()
+    return kernels & graph.name_matches(name)
 
 
 def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel: str, speedup: float,
