@@ -343,22 +343,31 @@ def query_text(source: str | Path, sql: str, format: str = "table") -> str:
     return workflow.query(Path(source), sql, format)
 
 
-def whatif(*paths: str | Path, kernel: str, speedup: float, store: str | Path | None = None,
-           use_cache: bool = True) -> dict[str, Any]:
-    """``whatif``: replay the captures' steps (their dependency graph, docs/impact.md) with the kernels named
-    ``kernel`` (exactly, else containing it) ``speedup`` times faster. Returns ``median_iteration_ns`` (the
-    captures' own), ``predicted_median_iteration_ns``, per capture every step before and after and the critical
-    path of its median step. InputError when the captures have no steps or no such kernel."""
+def whatif(*paths: str | Path, kernel: str | None = None, speedup: float | None = None, fixes: Sequence[str] = (),
+           store: str | Path | None = None, use_cache: bool = True, rules_dirs: Sequence = (),
+           config_path: str | Path | None = None) -> dict[str, Any]:
+    """``whatif``: replay the captures' steps (their dependency graph, docs/impact.md) with a change: the kernels
+    named ``kernel`` (exactly, else containing it) ``speedup`` times faster, and the fix of every finding of each
+    rule in ``fixes`` (names or ids; the captures are analyzed for them, with ``rules_dirs`` and ``config_path``
+    as ``analyze`` takes them), all at once. Returns ``median_iteration_ns`` (the captures' own),
+    ``predicted_median_iteration_ns``, per capture every step before and after and the critical path of its
+    median step. InputError when the captures have no steps, nothing matches or no fix is modeled."""
+    from nsight_advisor.engine.fix_request import findings_of_rules
     from nsight_advisor.engine.whatif import whatif as replay_whatif
 
     if not paths:
         raise InputError("whatif: name at least one capture or store")
+    if (kernel is None) != (speedup is None):
+        raise InputError("whatif: --kernel and --speedup go together (which kernels, how many times faster)")
     given = [workflow.check_input_path(Path(p)) for p in paths]
     con, ids = workflow.load(given, store_path=Path(store) if store is not None else None, use_cache=use_cache)
     try:
         names = dict(con.execute("select capture_id, source_name from captures").fetchall())
         try:
-            return replay_whatif(con, ids, kernel=kernel, speedup=float(speedup), names=names)
+            found = findings_of_rules(con, ids, fixes, rules_dirs=[Path(d) for d in rules_dirs],
+                                      config_path=Path(config_path) if config_path is not None else None)
+            return replay_whatif(con, ids, kernel=kernel, speedup=None if speedup is None else float(speedup),
+                                 fixes=found, names=names)
         except ValueError as exc:
             raise InputError(f"whatif: {exc}") from None
     finally:

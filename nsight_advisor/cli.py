@@ -357,24 +357,28 @@ def info(capture, fmt):
 
 @main.command()
 @click.argument("captures", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--kernel", required=True, metavar="NAME", help="Kernels named NAME exactly, else containing NAME.")
-@click.option("--speedup", required=True, type=click.FloatRange(min=0, min_open=True), metavar="F",
+@click.option("--kernel", metavar="NAME", help="Kernels named NAME exactly, else containing NAME (with --speedup).")
+@click.option("--speedup", type=click.FloatRange(min=0, min_open=True), metavar="F",
               help="How many times faster those kernels run (1.3: 30% more work per second).")
+@click.option("--fix", "fixes", multiple=True, metavar="RULE",
+              help="Apply the fix of every finding of RULE (name or id), as its saving models it; repeatable: "
+                   "the fixes together.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.option("--no-cache", is_flag=True, help="Ingest afresh even when the cache already holds the captures.")
-def whatif(captures, kernel, speedup, fmt, no_cache):
-    """Predict the step time if some kernels were faster: the steps' dependency graph replayed with the change
-    (several ranks of a job together meet at their collectives).
+def whatif(captures, kernel, speedup, fixes, fmt, no_cache):
+    """Predict the step time after a change: some kernels faster, some findings fixed, or both; the steps'
+    dependency graph replayed with it (several ranks of a job together meet at their collectives).
 
     \b
-    Example:
+    Examples:
       nsight-advisor whatif report.sqlite --kernel gemm --speedup 1.3 --format json
+      nsight-advisor whatif report.sqlite --fix sync-stall --fix h2d-transfer-volume
     """
     import json
 
     from nsight_advisor import api
 
-    answer = api.whatif(*captures, kernel=kernel, speedup=speedup, use_cache=not no_cache)
+    answer = api.whatif(*captures, kernel=kernel, speedup=speedup, fixes=fixes, use_cache=not no_cache)
     click.echo(json.dumps(answer, indent=2) if fmt == "json" else api.whatif_text(answer))
 
 

@@ -34,13 +34,13 @@ that when the binding one moves earlier they can take over. Times are on the job
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from nsight_advisor.analysis.group_quantile import group_quantile
+from nsight_advisor.analysis.op_names import distinct_names, match_distinct, names_matching
 from nsight_advisor.common import sql_params
 
 if TYPE_CHECKING:
@@ -121,39 +121,11 @@ class StepGraph:
         return len(self.ops)
 
     def name_matches(self, pattern: str, *, regex: bool = False, lower: bool = False) -> np.ndarray:
-        """Each op's name (empty when it has none) containing ``pattern`` (see :func:`names_matching`), as a
-        boolean array; the distinct names are found once per graph."""
+        """Each op's name (empty when it has none) containing ``pattern`` (analysis/op_names.py
+        ``names_matching``), as a boolean array; the distinct names are found once per graph."""
         if "_names" not in self.__dict__:
-            self.__dict__["_names"] = _distinct_names(self.ops["name"])
-        return _match_distinct(*self.__dict__["_names"], pattern, regex, lower)
-
-
-def names_matching(names: pd.Series, pattern: str, *, regex: bool = False, lower: bool = False) -> np.ndarray:
-    """Whether each of ``names`` (a missing one read as empty) contains ``pattern``: a regular expression searched
-    for when ``regex``, else plain text; in the lowercased name when ``lower``. As pandas' ``str.contains``, but
-    tested once per distinct name: an op table repeats a few hundred names over its rows (a pandas string method
-    on the 1M-kernel export's 93k replayed ops took 50 ms; on its few hundred names, well under one)."""
-    return _match_distinct(*_distinct_names(names), pattern, regex, lower)
-
-
-def _distinct_names(names: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """(a code per row into the list, the distinct names with "" last for a missing name)."""
-    import pandas as pd
-
-    codes, uniques = pd.factorize(names, use_na_sentinel=True)
-    codes = np.asarray(codes, np.int64)
-    codes[codes < 0] = len(uniques)  # a missing name reads as the empty one, placed last
-    return codes, [*map(str, uniques), ""]
-
-
-def _match_distinct(codes: np.ndarray, distinct: list[str], pattern: str, regex: bool, lower: bool) -> np.ndarray:
-    texts = [t.lower() for t in distinct] if lower else distinct
-    if regex:
-        search = re.compile(pattern).search
-        hit = [search(t) is not None for t in texts]
-    else:
-        hit = [pattern in t for t in texts]
-    return np.asarray(hit, bool)[codes]
+            self.__dict__["_names"] = distinct_names(self.ops["name"])
+        return match_distinct(*self.__dict__["_names"], pattern, regex, lower)
 
 
 def build_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],

@@ -126,21 +126,34 @@ def kernel_ops(graph: StepGraph, name: str) -> np.ndarray:
     return kernels & graph.name_matches(name)
 
 
-def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel: str, speedup: float,
-           names: dict[int, str] | None = None) -> dict[str, Any]:
-    """The steps of ``capture_ids`` with the kernels named ``kernel`` ``speedup`` times faster, replayed: each
-    capture's median step before and after, the critical path of its median step; ValueError when nothing
-    matches."""
-    if not speedup > 0:
+def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel: str | None = None,
+           speedup: float | None = None, fixes: Sequence[Finding] = (), names: dict[int, str] | None = None
+           ) -> dict[str, Any]:
+    """The steps of ``capture_ids`` replayed with a change: the kernels named ``kernel`` ``speedup`` times faster,
+    and the fix of each of ``fixes`` (findings of an analysis of these captures, each fix as ``saving_ns`` models
+    it: engine/finding_fixes.py), all at once. Each capture's median step before and after, the critical path of
+    its median step; ValueError when the change is empty, matches nothing or no fix is modeled."""
+    if kernel is None and not fixes:
+        raise ValueError("name a change: --kernel NAME with --speedup F, or --fix RULE")
+    if kernel is not None and not (speedup is not None and speedup > 0):
         raise ValueError(f"speedup must be above 0, got {speedup}")
     model = step_model(con, capture_ids)
     if model is None:
         raise ValueError("no steps found: the capture has no repeating iterations and no ProfilerStep#N ranges")
-    mask = kernel_ops(model.graph, kernel)
-    if not mask.any():
-        raise ValueError(f"no kernel named {kernel!r} (or containing it) within the capture's steps")
-    scale = np.where(mask, 1.0 / speedup, 1.0)
-    after = replay(model.graph, own_scale=scale)
+    changes, described = [], {}
+    if kernel is not None:
+        mask = kernel_ops(model.graph, kernel)
+        if not mask.any():
+            raise ValueError(f"no kernel named {kernel!r} (or containing it) within the capture's steps")
+        changes.append({"own_scale": np.where(mask, 1.0 / speedup, 1.0)})
+        chosen = model.graph.ops.loc[mask, "name"]
+        described = {"kernel": kernel, "speedup": speedup, "kernel_names": sorted(chosen.unique().tolist()),
+                     "launches": int(mask.sum())}
+    if fixes:
+        fixed, applied = _fix_changes(con, model, fixes)
+        changes += fixed
+        described["fixes"] = applied
+    after = replay(model.graph, **combine_changes(changes))
     before_d, after_d = model.durations(), model.durations(after)
     captures = []
     for cid in sorted(model.steps):
@@ -161,14 +174,33 @@ def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel
             "critical_path": {"step": median_k, **path_summary(model.graph, path)},
             **({"gpus": gpus} if gpus else {}),
         })
-    chosen = model.graph.ops.loc[mask, "name"]
     # a job's step runs at its slowest rank's pace (a GPU that runs processes of its own is a rank)
     top = max([g for c in captures for g in c.get("gpus", [c])], key=lambda c: c["median_iteration_ns"])
-    return {"change": {"kernel": kernel, "speedup": speedup, "kernel_names": sorted(chosen.unique().tolist()),
-                       "launches": int(mask.sum())},
+    return {"change": described,
             "median_iteration_ns": top["median_iteration_ns"],
             "predicted_median_iteration_ns": top["predicted_median_iteration_ns"],
             "captures": captures}
+
+
+def _fix_changes(con, model: StepModel, fixes: Sequence[Finding]) -> tuple[list[dict[str, Any]], list[dict]]:
+    """The replay's change for each finding of ``fixes`` on ``model``'s graph, and per rule what was applied:
+    ``{"rule", "rule_id", "findings", "replayed"}``. ValueError when none of a rule's findings has a fix the replay
+    models."""
+    gaps = finding_gaps(con, model.graph, [f for f in fixes if f.internal.get("part", "kernel") == "idle"])
+    changes, by_rule = [], {}
+    for f in fixes:
+        entry = by_rule.setdefault(f.rule_name, {"rule": f.rule_name, "rule_id": f.rule_id, "findings": 0,
+                                                 "replayed": 0})
+        entry["findings"] += 1
+        change = fix_of(con, model.graph, f, gaps) if f.capture_id in model.steps else None
+        if change is not None:
+            changes.append(change)
+            entry["replayed"] += 1
+    for entry in by_rule.values():
+        if not entry["replayed"]:
+            raise ValueError(f"{entry['rule']}: the replay does not model its fix, or its findings change nothing "
+                             "in these steps (docs/impact.md, section 4)")
+    return changes, list(by_rule.values())
 
 
 def _gpu_steps(model: StepModel, capture_id: int, after: tuple[np.ndarray, np.ndarray]) -> list[dict[str, Any]]:

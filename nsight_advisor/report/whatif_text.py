@@ -15,10 +15,19 @@ def _ms(ns: float) -> str:
 def render_whatif(answer: dict[str, Any]) -> str:
     """Lines for a terminal (every capture string made printable)."""
     change = answer["change"]
-    names = change["kernel_names"]
-    shown = "; ".join(printable(n[:80]) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    said = []
+    if "kernel_names" in change:
+        names = change["kernel_names"]
+        shown = "; ".join(printable(n[:80]) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3
+                                                                    else "")
+        said.append(f"{change['launches']} launches of {shown} ran {change['speedup']:g}x faster")
+    for fix in change.get("fixes", []):
+        plural = "s" if fix["findings"] != 1 else ""
+        said.append(f"the {fix['findings']} finding{plural} of {printable(fix['rule'])} were fixed" +
+                    (f" ({fix['replayed']} of them replayed: the others' fixes change nothing in these steps)"
+                     if fix["replayed"] < fix["findings"] else ""))
     before, after = answer["median_iteration_ns"], answer["predicted_median_iteration_ns"]
-    lines = [f"what if {change['launches']} launches of {shown} ran {change['speedup']:g}x faster",
+    lines = ["what if " + ", and ".join(said),
              f"median step: {_ms(before)} -> {_ms(after)} predicted "
              f"({_pct(before - after, before)} shorter)"]
     for cap in answer["captures"]:
