@@ -380,6 +380,10 @@ def test_bad_config_names_the_file_key_and_fix(store, tmp_path, text, words):
      ["finding.impact_comm", "'all' is not one of exposed, wait"]),
     (lambda t: t.replace("evidence_limit = 20", 'evidence_limit = 20\nimpact_comm = "exposed"'),
      ["finding.impact_comm", "only for impact_part = 'comm'"]),
+    (lambda t: t.replace("evidence_limit = 20", 'evidence_limit = 20\nimpact_part = "host"\nimpact_host = "all"'),
+     ["finding.impact_host", "'all' is not one of pageable-copies"]),
+    (lambda t: t.replace("evidence_limit = 20", 'evidence_limit = 20\nimpact_host = "pageable-copies"'),
+     ["finding.impact_host", "only for impact_part = 'host'"]),
 ])
 def test_load_errors_name_the_file_the_key_and_the_fix(tmp_path, edit, words):
     folder = write_rule(tmp_path / "r", "long-kernels")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nsight_advisor import api
@@ -93,3 +94,47 @@ def test_the_command_line(tmp_path):
     bad = cli("--kernel", "par")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().count("\n") == 0 and "--kernel and --speedup go together" in bad.stderr
+
+
+def test_asynchronous_copies_of_pageable_memory_made_pinned(memory_store):
+    """pageable-memcpy's fix (impact_host = "pageable-copies"): four cudaMemcpyAsync calls from pageable memory,
+    40 µs each while the driver stages the copy, 1 µs apart, each copy (20 µs) 1 µs after its call returned; then a
+    kernel launch, the kernel after the last copy (185-235 µs) and a synchronization to 237 µs."""
+    from types import SimpleNamespace
+
+    from test_critical_path import _call, _kernel, _warm_up, us
+
+    from nsight_advisor.analysis.critical_path import map_steps, replay
+    from nsight_advisor.analysis.step_graph import build_graph
+    from nsight_advisor.engine.finding_fixes import fix_of
+
+    con = memory_store
+    _warm_up(con)
+    for k in range(4):
+        _call(con, 1, k + 1, "cudaMemcpyAsync", 41 * k, 41 * k + 40)
+        con.execute("insert into memcpys (capture_id, device_id, stream_id, pid, correlation_id, start_ns, end_ns, "
+                    "duration_ns, bytes, direction, src_kind, dst_kind) values (1, 0, 7, 1, ?, ?, ?, ?, 1048576, "
+                    "'Host-to-Device', ?, 'device')",
+                    [k + 1, us(41 * k + 41), us(41 * k + 61), us(20), "pageable"])
+    _call(con, 1, 5, "cudaLaunchKernel", 164, 169)
+    _kernel(con, 1, 5, "k", 7, 185, 235)
+    _call(con, 1, 6, "cudaDeviceSynchronize", 170, 237)
+    g = build_graph(con, [1])
+    finding = SimpleNamespace(capture_id=1, device_id=None, internal={"part": "host", "host": "pageable-copies"})
+    change = fix_of(con, g, finding, {})
+    after = replay(g, **change)
+    # made pinned, each call takes a launch's time (5 µs, the capture's typical launch latency): calls at 0, 6, 12
+    # and 18 µs; each copy starts as its launch and stream allow: 5-25, 27-47, 49-69, 71-91; the launch at 24, the
+    # kernel 1 µs after the last copy (its recorded stream lag) at 92-142 and the synchronization returns 2 µs after
+    # it, at 144 µs instead of 237
+    copies = g.ops.index[g.ops["kind"] == 2]
+    assert sorted(after[0][copies].tolist()) == [us(t) - g.t0 for t in (5, 27, 49, 71)]
+    span = [(-g.t0, us(237) - g.t0)]
+    assert map_steps(g, 1, span, replay(g))[0] - map_steps(g, 1, span, after)[0] == us(237 - 144)
+    # a copy from pinned memory already: its call is left as it is
+    con.execute("update memcpys set src_kind = 'pinned' where correlation_id = 4")
+    calls = g.ops.index[g.ops["name"] == "cudaMemcpyAsync"]
+    calls = calls[np.argsort(g.ops.loc[calls, "correlation_id"].to_numpy())]
+    assert (fix_of(con, g, finding, {})["own_scale"][calls] < 1).tolist() == [True, True, True, False]
+    # a rule without the key is not replayed
+    assert fix_of(con, g, SimpleNamespace(capture_id=1, device_id=None, internal={"part": "host"}), {}) is None

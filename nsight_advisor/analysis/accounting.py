@@ -24,6 +24,9 @@ COPY_DIRECTIONS = ("h2d", "d2h", "other")
 #: What a comm-part rule claims of its communication: its exposed transfer (no compute beside it) or its waits for
 #: a late rank.
 COMM_CLAIMS = ("exposed", "wait")
+#: What a host-part rule claims of the host's time: the calls of asynchronous copies from or to pageable memory,
+#: which block while the driver stages them.
+HOST_CLAIMS = ("pageable-copies",)
 
 if TYPE_CHECKING:
     import duckdb

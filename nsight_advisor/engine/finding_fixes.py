@@ -35,7 +35,32 @@ def fix_of(con, g: StepGraph, f: Finding, gaps: dict[int, list[tuple]]) -> dict[
         return copy_fix(g, f)
     if part == "comm" and f.internal.get("comm") == "exposed":
         return comm_fix(con, g, f)
+    if part == "host" and f.internal.get("host") == "pageable-copies":
+        return pageable_fix(con, g, f)
     return None
+
+
+def pageable_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
+    """The asynchronous copies of pageable memory of the finding's capture (a rule claiming ``impact_host =
+    "pageable-copies"``) made from pinned memory (:func:`_pin_copies`): each call takes a launch's time instead of
+    waiting while the driver stages its copy, and the copy starts as soon as its launch and its stream allow."""
+    rows = sql_params.execute(con, """
+        select distinct a.pid, a.correlation_id from api_calls a
+        join memcpys m on m.capture_id = a.capture_id and m.correlation_id = a.correlation_id and m.pid = a.pid
+        where a.capture_id = $c and (m.src_kind = 'pageable' or m.dst_kind = 'pageable')
+          and (a.base_name ilike 'cudaMemcpy%async%' or a.base_name ilike 'cuMemcpy%async%')""",
+                              {"c": int(f.capture_id)}).fetchall()
+    ops = g.ops
+    pinned = set(rows)
+    calls = (g.kinds == HOST) & (ops["capture_id"].to_numpy() == f.capture_id)
+    at = np.flatnonzero(calls)
+    calls[at] = [(p, c) in pinned for p, c in zip(ops["pid"].to_numpy()[at].tolist(),
+                                                   ops["correlation_id"].to_numpy()[at].tolist())]
+    if not calls.any():
+        return None
+    change = {"own_scale": np.ones(len(g)), "drop_wait": np.zeros(len(g), bool)}
+    _pin_copies(g, calls, change)
+    return change
 
 
 def copy_fix(g: StepGraph, f: Finding) -> dict[str, Any] | None:
@@ -315,7 +340,13 @@ def _staged_copies(g: StepGraph, host: np.ndarray, starts: np.ndarray, ends: np.
     # the gap starting last before the call ends: the call overlaps it when it ends after the gap starts and
     # starts before the gap ends
     k = np.searchsorted(lo, ends, "right") - 1
-    overlaps = copy_call & (k >= 0) & (starts < hi[np.maximum(k, 0)])
+    _pin_copies(g, copy_call & (k >= 0) & (starts < hi[np.maximum(k, 0)]), change)
+
+
+def _pin_copies(g: StepGraph, overlaps: np.ndarray, change: dict[str, Any]) -> None:
+    """The copy calls ``overlaps`` (a mask of host ops) made asynchronous from pinned memory, in ``change`` (its
+    ``own_scale`` and ``drop_wait`` updated, ``wait_lag_scale`` and ``prompt_start`` set): see
+    :func:`_staged_copies`."""
     calls = np.flatnonzero(overlaps)
     if not len(calls):
         return

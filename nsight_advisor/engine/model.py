@@ -12,14 +12,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # the partition's vocabulary, re-exported
-from nsight_advisor.analysis.accounting import COMM_CLAIMS, COPY_DIRECTIONS, IDLE_CAUSES, IMPACT_PARTS  # noqa: F401
+from nsight_advisor.analysis.accounting import (  # noqa: F401
+    COMM_CLAIMS, COPY_DIRECTIONS, HOST_CLAIMS, IDLE_CAUSES, IMPACT_PARTS)
 from nsight_advisor.common.severity import SEVERITIES, severity_rank  # noqa: F401 - re-exported for the engine
 
 OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 11
+REPORT_SCHEMA_VERSION = 12
 
 
 @dataclass

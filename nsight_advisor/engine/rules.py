@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from nsight_advisor.engine.advice import CAPABILITIES, STACKS, FixClause
-from nsight_advisor.engine.model import COMM_CLAIMS, COPY_DIRECTIONS, IDLE_CAUSES, IMPACT_PARTS, SEVERITIES
+from nsight_advisor.engine.model import (COMM_CLAIMS, COPY_DIRECTIONS, HOST_CLAIMS, IDLE_CAUSES, IMPACT_PARTS,
+                                         SEVERITIES)
 from nsight_advisor.engine.toml_checked import (  # noqa: F401 - PARAM_TYPES, coerce_value: the format's API
     PARAM_TYPES, TomlTable, coerce_value, locate, read_toml,
 )
@@ -96,6 +97,9 @@ class FindingSpec:
     # comm only: what the rule claims of communication, "exposed" (transfer with no compute beside it: the what-if
     # hides it) or "wait" (for a late rank: not replayed). Without it a comm finding has no saving.
     impact_comm: str = ""
+    # host only: which calls' time the rule claims, "pageable-copies" (asynchronous copies of pageable memory: the
+    # what-if makes them pinned). Without it a host finding has no saving.
+    impact_host: str = ""
     # The column naming what an evidence row is about (a kernel name for kernel-part rules): findings of several
     # rules on the same subject combine instead of adding up. Default: the first evidence column.
     subject_column: str = ""
@@ -307,13 +311,18 @@ def _load_finding(raw: dict, path: Path) -> FindingSpec:
         raise t.fail("impact_comm", f"{comm!r} is not one of {', '.join(COMM_CLAIMS)}", "use one of those")
     if comm and part != "comm":
         raise t.fail("impact_comm", "only for impact_part = 'comm'", "remove it, or set impact_part = 'comm'")
+    host = t.get("impact_host", str, required=False, default="")
+    if host and host not in HOST_CLAIMS:
+        raise t.fail("impact_host", f"{host!r} is not one of {', '.join(HOST_CLAIMS)}", "use one of those")
+    if host and part != "host":
+        raise t.fail("impact_host", "only for impact_part = 'host'", "remove it, or set impact_part = 'host'")
     subject = t.get("subject_column", str, required=False, default="") or evidence[0]
     severity_column = t.get("severity_column", str, required=False, default="")
     t.reject_unknown()
     return FindingSpec(message=message, fix=fix, impact_column=impact_column, group_by=group_by,
                        order_by=order_by, evidence_columns=evidence, evidence_limit=limit,
                        severity_by_impact_pct=tuple(levels), impact_part=part, impact_causes=causes,
-                       impact_copies=copies, impact_comm=comm,
+                       impact_copies=copies, impact_comm=comm, impact_host=host,
                        subject_column=subject, severity_column=severity_column, fix_variants=variants,
                        fix_clauses=clauses)
 

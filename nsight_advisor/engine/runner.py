@@ -357,7 +357,7 @@ def _make_finding(rule: Rule, capture: dict, group: Group) -> Finding:
     finding.internal = {
         "rule": rule, "capture": capture, "rows": group.total_rows, "top": top, "group": group.value,
         "part": spec.impact_part, "causes": spec.impact_causes,
-        "copies": spec.impact_copies, "comm": spec.impact_comm,
+        "copies": spec.impact_copies, "comm": spec.impact_comm, "host": spec.impact_host,
         # (subject, claimed ns) per evidence row: what kernel-part findings combine on
         "claims": [(row.get(spec.subject_column), _to_float(row.get(spec.impact_column))) for row in group.rows],
         "severity": top.get(spec.severity_column) if spec.severity_column else None,
