@@ -138,3 +138,51 @@ def test_asynchronous_copies_of_pageable_memory_made_pinned(memory_store):
     assert (fix_of(con, g, finding, {})["own_scale"][calls] < 1).tolist() == [True, True, True, False]
     # a rule without the key is not replayed
     assert fix_of(con, g, SimpleNamespace(capture_id=1, device_id=None, internal={"part": "host"}), {}) is None
+
+
+def test_an_idle_findings_gaps_are_its_longest_until_they_hold_its_impact(memory_store):
+    """finding_gaps against its definition, on gaps with many equal lengths: in the order longest first (ties: the
+    earlier first) a gap is held while the gaps before it sum to less than the finding's impact; of those, the ones
+    the graph's span meets."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from nsight_advisor.engine.finding_fixes import finding_gaps
+
+    con = memory_store
+    rng = np.random.default_rng(7)
+    starts = np.sort(rng.choice(10_000_000, 3000, replace=False)) * 10
+    lengths = rng.choice([0, 5, 7, 7, 12, 40, 40, 40, 300], len(starts)) * 10
+    causes = rng.choice(["launch", "sync", "host"], len(starts))
+    devices = rng.choice([0, 1], len(starts))
+    gaps_frame = pd.DataFrame({"capture_id": 1, "device_id": devices, "start_ns": starts,
+                               "end_ns": starts + lengths, "cause": causes, "position": "between"})
+    con.register("gaps_frame", gaps_frame)
+    con.execute("create temp table gpu_idle_gaps as select * from gaps_frame")
+    span = (int(starts[300]), int(starts[2500]))
+    g = SimpleNamespace(ops=pd.DataFrame({"capture_id": [1, 1], "start_ns": list(span), "end_ns": list(span)}),
+                        clock=lambda capture_id, t: t)
+    total = {(d, c): int(lengths[(devices == d) & (causes == c)].sum()) for d in (0, 1) for c in ("launch", "sync")}
+    findings = []
+    for k, (device, chosen, share) in enumerate([(0, ["launch"], 0.5), (1, ["launch", "sync"], 0.31), (0, ["sync"], 1.0),
+                                                 (1, ["sync"], 0.0001), (0, ["launch"], 2.0)]):
+        impact = int(sum(total[(device, c)] for c in chosen) * share) + k  # + k: not on a sum of whole lengths
+        findings.append(SimpleNamespace(capture_id=1, device_id=device, impact_ns=impact,
+                                        internal={"causes": chosen}))
+    got = finding_gaps(con, g, findings)
+    split = 0
+    for f in findings:
+        mine = (devices == f.device_id) & np.isin(causes, f.internal["causes"])
+        order = sorted(np.flatnonzero(mine), key=lambda i: (-lengths[i], starts[i]))
+        held, before = [], 0
+        for i in order:
+            if before < f.impact_ns:
+                held.append(i)
+            before += lengths[i]
+        want = sorted((int(starts[i]), int(starts[i] + lengths[i]), str(causes[i])) for i in held
+                      if starts[i] + lengths[i] >= span[0] and starts[i] <= span[1])
+        assert [tuple(x) for x in got.get(id(f), [])] == want
+        # a length whose gaps are held only in part (the running sum reaches the impact among them)
+        split += len({lengths[i] for i in held} & {lengths[i] for i in order[len(held):]})
+    assert split >= 3 and sum(len(v) for v in got.values()) > 500

@@ -270,11 +270,32 @@ def finding_gaps(con, g: StepGraph, findings: list[Finding]) -> dict[int, list[t
                 on g.capture_id = f.capture_id and g.device_id = f.device_id and list_contains(f.causes, g.cause)
                and g.position = 'between'
         ),
-        held as (
-            select *, sum(d) over (partition by k order by d desc, start_ns rows unbounded preceding) as total from g
+        -- a gap is held when the gaps before it (longest first, ties by start) sum to less than the impact: the
+        -- running sum taken over the distinct lengths, not over every gap (a long capture's million launch gaps
+        -- sorted took a second); only the length where the sum reaches the impact is split by start
+        lengths as (select k, d, any_value(impact) as impact, count(*) as n from g group by k, d),
+        running as (
+            select *, coalesce(sum(d * n) over (partition by k order by d desc
+                                                rows between unbounded preceding and 1 preceding), 0) as before
+            from lengths
+        ),
+        kept as (
+            select k, d, case when before + (n - 1) * d < impact then null
+                              else (impact - before + d - 1) // d end as take
+            from running where before < impact
+        ),
+        whole as (
+            select g.k, g.start_ns, g.end_ns, g.cause from g join kept using (k, d)
+            where kept.take is null and g.end_ns >= g.lo and g.start_ns <= g.hi
+        ),
+        part as (
+            select g.k, g.start_ns, g.end_ns, g.cause, g.lo, g.hi, kept.take,
+                   row_number() over (partition by g.k order by g.start_ns) as r
+            from g join kept using (k, d) where kept.take is not null
         )
-        select k, start_ns, end_ns, cause from held
-        where total - d < impact and end_ns >= lo and start_ns <= hi
+        select k, start_ns, end_ns, cause from whole
+        union all
+        select k, start_ns, end_ns, cause from part where r <= take and end_ns >= lo and start_ns <= hi
         order by k, start_ns""",
                               {"k": list(range(len(asked))), "c": [int(f.capture_id) for f, *_ in asked],
                                "d": [int(f.device_id) for f, *_ in asked], "causes": [c for _f, c, _l, _h in asked],
