@@ -16,7 +16,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from nsight_advisor.ingest.ncu.rows import short_kernel_name
+from nsight_advisor.ingest.kernel_names import short_kernel_name
 
 CATEGORY = "cuda_profiler_range"
 _NUMBER = (int, float, Decimal)  # the trace reader parses JSON numbers as Decimal

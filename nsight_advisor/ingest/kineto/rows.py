@@ -26,7 +26,7 @@ from typing import Callable, Iterable
 
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.kineto.json_events import to_ns
-from nsight_advisor.ingest.ncu.rows import short_kernel_name
+from nsight_advisor.ingest.kernel_names import short_kernel_name
 from nsight_advisor.ingest.kineto.ranges import CATEGORY, ProfilerRanges
 
 #: Rows per batch handed to the sink.

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from nsight_advisor.common.errors import InputError
+from nsight_advisor.ingest.kernel_names import short_kernel_name  # noqa: F401 - this module's API (__all__)
 from nsight_advisor.schema.hardware import lookup_gpu
 
 
@@ -355,38 +356,6 @@ def _insert_missing(con, capture_id: int, cap: NcuCapture, lookup: dict[int, dic
                 option += "; from a report: ncu --import R.ncu-rep --csv --page raw --print-units base"
             con.execute("INSERT INTO capture_missing (capture_id, data, reason, capture_option) VALUES (?, ?, ?, ?)", [
                 capture_id, f"ncu_metrics:{names[0]}", reason, option])
-
-
-def short_kernel_name(name: str | None) -> str | None:
-    """Base function name of a demangled kernel name: no return type, namespace, template or arguments.
-
-    >>> short_kernel_name("void computeValue<float>(unsigned int*, curandStateXORWOW*, unsigned int)")
-    'computeValue'
-    """
-    if not name:
-        return name
-    text = name.strip()
-    # drop the argument list: the last balanced (...) at the end
-    if text.endswith(")"):
-        depth = 0
-        for i in range(len(text) - 1, -1, -1):
-            depth += {")": 1, "(": -1}.get(text[i], 0)
-            if depth == 0:
-                text = text[:i]
-                break
-    # drop template arguments at every depth
-    out, depth = [], 0
-    for ch in text:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    text = "".join(out).strip()
-    text = text.split(" ")[-1] if " " in text else text
-    text = text.split("::")[-1] if "::" in text else text
-    return text or name
 
 
 __all__ = ["NcuKernel", "NcuCapture", "write_capture", "short_kernel_name", "NEEDED_METRICS"]
