@@ -133,7 +133,8 @@ def ranking_note(summary: Mapping[str, Any], findings: list[dict[str, Any]]) -> 
     steps = int(_num(savings.get("steps")))
     return (f"Ranked by severity, then by what the fix would save: the saving from replaying the dependency graph "
             f"of the {steps} step{'s' if steps != 1 else ''} with the fix applied (on every rank or GPU where the "
-            f"rule fires on several), where the fix is modeled; else the time the finding claims.")
+            f"rule fires on several), where the fix is modeled; else the time the finding claims. Savings do not add "
+            f"up: \"nsight-advisor whatif CAPTURE --fix RULE --fix RULE\" replays several fixes together.")
 
 
 def pct_basis(finding: Mapping[str, Any], capture_tool: str | None) -> str:
