@@ -170,7 +170,8 @@ def _offsets(con, ids: list[int]) -> dict[int, int]:
 
 
 def _ops(con, cid: int, lo: int, hi: int, offset: int) -> pd.DataFrame:
-    """Host calls and GPU operations of one capture overlapping [lo, hi], times plus the clock offset."""
+    """Host calls and GPU operations of one capture overlapping [lo, hi], times plus the clock offset; in a fixed
+    order, so that ties between operations (the critical path's first by index) go the same way every run."""
     frame = sql_params.execute(con, """
         with names as (select name_id, name from kernel_names where capture_id = $cid)
         select capture_id, 0::tinyint as kind, pid, tid, null::integer as device_id, null::integer as stream_id,
@@ -190,6 +191,7 @@ def _ops(con, cid: int, lo: int, hi: int, offset: int) -> pd.DataFrame:
         select capture_id, 3, pid, null, device_id, stream_id, correlation_id, 'memset',
                start_ns + $off, end_ns + $off
         from memsets where capture_id = $cid and end_ns >= $lo and start_ns <= $hi and end_ns >= start_ns
+        order by kind, start_ns, end_ns, pid, tid, device_id, stream_id, correlation_id, name
         """, {"cid": cid, "lo": lo, "hi": hi, "off": offset}).df()
     # RE2 (DuckDB's regular expressions) has no lookahead: the blocking calls are told here
     frame["blocking"] = (frame["kind"] == HOST).to_numpy() & names_matching(frame["name"], BLOCKING_CALL, regex=True)
@@ -462,7 +464,8 @@ def _collective_ends(con, g: StepGraph, ids: list[int]) -> None:
     """A collective kernel ends its transfer time after the last rank of its collective arrives."""
     rows = sql_params.execute(con, """
         select capture_id, device_id, start_ns, end_ns, job, process_group, collective, "index"
-        from collective_ranks where capture_id in (select unnest($ids::integer[]))""", {"ids": ids}).fetchall()
+        from collective_ranks where capture_id in (select unnest($ids::integer[])) order by all""",
+                              {"ids": ids}).fetchall()
     if not rows:
         return
     ops = g.ops

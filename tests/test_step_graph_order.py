@@ -1,0 +1,44 @@
+"""The step graph (analysis/step_graph.py) is the same graph every time it is built from the same store.
+
+Its operations are indexed in the order the store returns them, and ties between operations go by index (the
+critical path starts from the first by index of those ending latest). DuckDB returns the rows of a union or a
+view in no fixed order, so the graph reads them in a fixed one: on the 8 real DLRM ranks (threads, streams and
+collectives matched across ranks), building the graph five times gives five equal graphs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nsight_advisor.analysis.step_graph import build_graph
+
+DLRM = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "kineto" / "dlrm_8rank"
+
+
+def test_the_graph_is_built_the_same_every_time():
+    ranks = sorted(DLRM.glob("*.pt.trace.json.gz"))
+    if len(ranks) < 8:
+        pytest.skip(f"the DLRM ranks are absent from {DLRM}")
+    from nsight_advisor import workflow
+
+    con, ids = workflow.load(ranks)
+    try:
+        first = build_graph(con, ids)
+        again = [build_graph(con, ids) for _ in range(4)]
+    finally:
+        con.close()
+    assert len(first) > 5000 and first.members
+    for other in again:
+        for f in dataclasses.fields(first):
+            a, b = getattr(first, f.name), getattr(other, f.name)
+            if isinstance(a, pd.DataFrame):
+                pd.testing.assert_frame_equal(a, b)
+            elif isinstance(a, np.ndarray):
+                np.testing.assert_array_equal(a, b, err_msg=f.name)
+            else:
+                assert a == b, f.name
