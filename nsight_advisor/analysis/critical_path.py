@@ -67,7 +67,8 @@ def _prepared(g: StepGraph) -> dict[str, Any]:
 
 def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np.ndarray | None = None,
            drop_wait: np.ndarray | None = None, prompt_start: np.ndarray | None = None,
-           wait_lag_scale: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+           wait_lag_scale: np.ndarray | None = None, cost: dict[str, int] | None = None
+           ) -> tuple[np.ndarray, np.ndarray]:
     """Replayed (start_ns, end_ns) of every op. ``own_scale``: each op's own time (and a collective's transfer)
     multiplied by it (a kernel 1.3x faster: 1/1.3); ``host_lag_scale``: each call's host work before it multiplied
     by it (0: removed); ``drop_wait``: blocking calls that no longer wait for the GPU; ``prompt_start``: GPU
@@ -78,7 +79,9 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
 
     A what-if replays from the first place in the visiting order of the first op it changes: everything visited
     before it waits only for what was visited before it, so it keeps its unchanged replay (on the 64-rank DLRM
-    job most findings change ops well into the trace)."""
+    job most findings change ops well into the trace). One that changes the ops of one capture of several (a
+    rank's finding in a job) replays that capture's ops alone (:func:`_scoped`), and all of them only where the
+    last arrival at one of its collectives moved. ``cost``: ``cost["ops"]`` is increased by the ops visited."""
     prep = _prepared(g)
     # what a change alters, copied; the rest of the graph's lists are the kept ones
     l0, own_l, gl, wp = prep["lag"][0], prep["own"], prep["glag"], prep["wp"]
@@ -121,27 +124,101 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
     base = prep["base"]
     if base is None:
         recorded = (g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64).tolist())
+        whole = (prep["order"], prep["is_end"], 0, prep, l0, l1, l2, own_l, gl, wp, wl)
+        if cost is not None:
+            cost["ops"] = cost.get("ops", 0) + len(prep["order"])
         if len(touched):  # a graph replayed once, changed (a candidate's): all of it, as it is
-            return tuple(map(np.asarray, _visit(*recorded, 0, prep, l0, l1, l2, own_l, gl, wp, wl)))
-        # the unchanged replay, kept: every what-if on this graph starts from it
-        base = prep["base"] = tuple(map(np.asarray, _visit(*recorded, 0, prep, l0, l1, l2, own_l, gl, wp, wl)))
+            return tuple(map(np.asarray, _visit(*recorded, *whole)))
+        # the unchanged replay, kept: every what-if on this graph starts from it (as lists too, which a what-if
+        # copies: making them again from the arrays took most of a replay's time on a 64-rank job)
+        prep["base_lists"] = _visit(*recorded, *whole)
+        base = prep["base"] = tuple(map(np.asarray, prep["base_lists"]))
     if not len(touched):
         return base[0].copy(), base[1].copy()
     k = int(prep["first"][touched].min())
-    ns, ne = _visit(base[0].tolist(), base[1].tolist(), k, prep, l0, l1, l2, own_l, gl, wp, wl)
+    args = (prep, l0, l1, l2, own_l, gl, wp, wl)
+    cost = cost if cost is not None else {}
+    scoped = _scoped(g, prep, touched, k, args, cost)
+    if scoped is not None:
+        return scoped
+    cost["ops"] = cost.get("ops", 0) + len(prep["order"]) - k
+    ns, ne = _visit(*map(list.copy, prep["base_lists"]), prep["order"], prep["is_end"], k, *args)
     return np.asarray(ns), np.asarray(ne)
 
 
-def _visit(ns: list, ne: list, k: int, prep: dict[str, Any], l0: list, l1: list, l2: list, own_l: list,
-           gl: list, wp: list, wl: list) -> tuple[list, list]:
-    """The replay's loop (see the module docstring) from place ``k`` of the visiting order, updating ``ns`` and
-    ``ne`` in place; the lags of slots 0 to 2 (``l0``, ``l1``, ``l2``), ``own_l``, ``gl``, ``wp`` and ``wl`` as a
-    change made them, the rest as kept in ``prep``."""
+def _scoped(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, k: int, args: tuple,
+            cost: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The replay of a change to the ops of one capture of several, visiting that capture's ops alone (from its
+    first place at or after ``k``); None where it cannot: the change touches several captures, the graph links
+    captures other than at collectives, or the change moved the last arrival at a collective shared with another
+    capture, whose ranks then move too. Captures meet only at their collectives (analysis/step_graph.py): while
+    every shared collective's last arrival stays, no op of another capture can move, and this capture's ops are
+    visited in the same order on the same inputs as the whole replay would visit them (the same floats)."""
+    capture = g.ops["capture_id"].to_numpy()
+    first_capture = capture[touched[0]]
+    if (capture[touched] != first_capture).any():
+        return None
+    scope = _scopes(g, prep).get(int(first_capture))
+    if scope is None:
+        return None
+    places, order, is_end, shared = scope
+    kc = int(np.searchsorted(places, k))
+    ns, ne = _visit(*map(list.copy, prep["base_lists"]), order, is_end, kc, *args)
+    cost["ops"] = cost.get("ops", 0) + len(order) - kc
+    members, arrived = prep["members"], prep["arrived"]
+    if any(max(ns[m] for m in members[gid]) != arrived[gid] for gid in shared):
+        return None
+    # the unchanged replay, with the visited ops' new times written in
+    starts, ends = prep["base"][0].copy(), prep["base"][1].copy()
+    visited = order[kc:]
+    if visited:
+        at = np.asarray(visited, np.int64)
+        starts[at] = [ns[i] for i in visited]
+        ends[at] = [ne[i] for i in visited]
+    return starts, ends
+
+
+def _scopes(g: StepGraph, prep: dict[str, Any]) -> dict[int, tuple]:
+    """Per capture, for :func:`_scoped`: its places in the visiting order, its (op, is_end) entries, and the
+    collective groups it shares with another capture; empty where the graph has one capture, or an edge other
+    than a collective's between two (then every replay visits them all). Made once per graph."""
+    kept = prep.get("scopes")
+    if kept is not None:
+        return kept
+    capture = g.ops["capture_id"].to_numpy()
+    ids = np.unique(capture)
+    preds = [g.pred[:, s] for s in range(4)] + [g.wait_pred]
+    crossing = any(((p >= 0) & (capture[np.maximum(p, 0)] != capture)).any() for p in preds) or any(
+        capture[j] != capture[i] for i, waits in g.also_waits.items() for j in waits)
+    scopes: dict[int, tuple] = {}
+    if len(ids) > 1 and not crossing:
+        order, is_end = np.asarray(prep["order"], np.int64), np.asarray(prep["is_end"], bool)
+        of = capture[order]
+        shared: dict[int, list[int]] = {}
+        for gid, members in enumerate(g.members):
+            held = set(capture[members].tolist())
+            if len(held) > 1:
+                for c in held:
+                    shared.setdefault(int(c), []).append(gid)
+        for c in ids.tolist():
+            places = np.flatnonzero(of == c)
+            scopes[c] = (places, order[places].tolist(), is_end[places].tolist(), shared.get(c, []))
+        base_ns = prep["base"][0]
+        prep["arrived"] = [max(base_ns[m] for m in members) for members in g.members]  # each group's last arrival
+    prep["scopes"] = scopes
+    return scopes
+
+
+def _visit(ns: list, ne: list, order: list, is_end: list, k: int, prep: dict[str, Any], l0: list, l1: list,
+           l2: list, own_l: list, gl: list, wp: list, wl: list) -> tuple[list, list]:
+    """The replay's loop (see the module docstring) from place ``k`` of the visiting ``order`` (ops, and whether
+    each entry is the op's end), updating ``ns`` and ``ne`` in place; the lags of slots 0 to 2 (``l0``, ``l1``,
+    ``l2``), ``own_l``, ``gl``, ``wp`` and ``wl`` as a change made them, the rest as kept in ``prep``."""
     p0, p1, p2, p3 = prep["pred"]
     l3 = prep["lag"][3]
     f0, special, grp, also = prep["f0"], prep["special"], prep["grp"], prep["also"]
     members = prep["members"]
-    for i, end in zip(islice(prep["order"], k, None), islice(prep["is_end"], k, None)):
+    for i, end in zip(islice(order, k, None), islice(is_end, k, None)):
         if end:
             t = ns[i] + own_l[i]
             if wp[i] >= 0:

@@ -36,10 +36,11 @@ MAX_ANALYSIS_OPS = 250_000
 #: steps, scaled, are within 0.01% (low-tensor-core-use) and 1.3% (sync-stall) of those of 3,031 steps; 64 steps
 #: were 12.5% off on sync-stall, whose waits vary over longer stretches).
 MAX_ANALYSIS_STEPS = 256
-#: In an analysis, the findings' replays together run at most this many operations (findings in rank order; the
-#: rest keep saving_ns None and ``summary.savings.findings_not_replayed`` counts them): each finding replays the
-#: whole graph, so a job's cost grew with ranks squared (64 DLRM ranks: 761 findings x 51k operations, 116 of
-#: the analysis's 210 s). Ten million is about ten seconds.
+#: In an analysis, the findings' replays together visit at most this many operations (findings in rank order; the
+#: rest keep saving_ns None and ``summary.savings.findings_not_replayed`` counts them). A rank's finding in a job
+#: visits its rank's operations alone unless its fix moves a collective's last arrival (critical_path.replay);
+#: when each replayed the whole graph, a job's cost grew with ranks squared (64 DLRM ranks: 761 findings x 51k
+#: operations, 116 of the analysis's 210 s). Ten million is about ten seconds.
 MAX_ANALYSIS_REPLAY_OPS = 10_000_000
 
 
@@ -59,14 +60,20 @@ class StepModel:
         times = times if times is not None else self.base
         return {cid: map_steps(self.graph, cid, spans, times, self.on_host(cid)) for cid, spans in self.steps.items()}
 
-    def totals(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[tuple[int, int], float]:
+    def totals(self, times: tuple[np.ndarray, np.ndarray] | None = None,
+               captures: set[int] | None = None) -> dict[tuple[int, int], float]:
         """What a saving is measured on, under ``times``: each capture's steps summed, keyed ``(capture, -1)``; in a
         capture whose GPUs run processes of their own (:func:`device_units`), each GPU's, keyed ``(capture,
-        device)``, as a job's ranks in captures of their own are."""
+        device)``, as a job's ranks in captures of their own are. ``captures``: only these."""
         times = times if times is not None else self.base
-        return {(cid, device): total for cid, spans in self.steps.items()
+        return {(cid, device): total for cid, spans in self.steps.items() if captures is None or cid in captures
                 for device, total in step_totals(self.graph, cid, spans, times, self.on_host(cid),
                                                  self.units.get(cid)).items()}
+
+    def moved(self, times: tuple[np.ndarray, np.ndarray]) -> set[int]:
+        """The captures with an op whose replayed start or end under ``times`` differs from the unchanged replay."""
+        changed = (times[0] != self.base[0]) | (times[1] != self.base[1])
+        return set(np.unique(self.graph.ops["capture_id"].to_numpy()[changed]).tolist())
 
     def on_host(self, capture_id: int) -> bool:
         """Whether the capture's steps are the host's (NVTX ranges), not a kernel sequence's."""
@@ -233,27 +240,24 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     before = model.totals()
     paths = step_paths(model.graph, model.steps, model.base, model.units)
     given = skipped = 0
-    budget = MAX_ANALYSIS_REPLAY_OPS
-    replayed = []
-    for f in findings:
-        if f.capture_id not in model.steps or f.impact_ns <= 0:
-            continue
-        if budget < len(model.graph):
+    cost = {"ops": 0}  # the ops the replays visited (a rank's finding in a job visits its rank's ops alone)
+    eligible = [f for f in findings if f.capture_id in model.steps and f.impact_ns > 0]
+    gaps = finding_gaps(con, model.graph, [f for f in eligible if f.internal.get("part", "kernel") == "idle"])
+    sizes = model.graph.ops["capture_id"].value_counts().to_dict()
+    changes: dict[int, dict[str, Any]] = {}
+    for f in eligible:
+        if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < sizes.get(f.capture_id, 0):
             skipped += 1
             continue
-        budget -= len(model.graph)
-        replayed.append(f)
-    gaps = finding_gaps(con, model.graph, [f for f in replayed if f.internal.get("part", "kernel") == "idle"])
-    changes: dict[int, dict[str, Any]] = {}
-    for f in replayed:
         change = fix_of(con, model.graph, f, gaps)
         if change is None:
             continue
         changes[id(f)] = change
         f.critical_path_pct = paths.share_pct(f.capture_id, change, f.device_id)
-        f.saving_ns = _saved(model, before, replay(model.graph, **change))
+        f.saving_ns = _saved(model, before, replay(model.graph, **change, cost=cost))
         given += 1
-    _all_ranks_savings(model, before, [f for f in replayed if id(f) in changes], changes, budget)
+    _all_ranks_savings(model, before, [f for f in eligible if id(f) in changes], changes,
+                       MAX_ANALYSIS_REPLAY_OPS - cost["ops"])
     return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
             "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given,
             "ranked_by": "saving_ns" if given else "impact_ns",
@@ -262,10 +266,14 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
 
 def _saved(model: StepModel, before: dict[tuple[int, int], float], after: tuple[np.ndarray, np.ndarray]) -> int:
     """What the replayed steps got shorter in all (:meth:`StepModel.totals`: each capture's, or each GPU's of a
-    capture whose GPUs run processes of their own; the middle steps kept stand for all)."""
-    now = model.totals(after)
+    capture whose GPUs run processes of their own; the middle steps kept stand for all). Only the captures with an
+    op that moved are measured again: the others saved nothing."""
+    moved = model.moved(after)
+    now = model.totals(after, moved)
     saved = 0.0
     for key, was in before.items():
+        if key[0] not in moved:
+            continue
         kept, total = model.kept.get(key[0], (1, 1))
         saved += (was - now[key]) * total / kept
     return max(int(round(saved)), 0)
