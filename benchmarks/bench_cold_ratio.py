@@ -5,10 +5,13 @@
 
 Each run measures, one after the other on the same replayed export (bench_ingest.build_export): `nsys stats` with
 the three summaries the report covers, then a cold `analyze --no-cache -o report.html` of this checkout (and of the
-baseline checkout, run from its own folder through PYTHONPATH). On a small shared machine the anchor moves as much
-as we do; the ratio of two commands run back to back, and the median over runs, is what carries over. The table
-goes to stdout; the numbers of the last measurement are in docs/performance.md. Without `nsys` on PATH the anchor
-is left out and, with --baseline, the ratio is this checkout's cold time over the baseline's in the same run.
+baseline checkout, run from its own folder through PYTHONPATH). Cold is as in bench_small.py: no store and no kept
+result, only the support files an earlier run on the machine leaves (the schema template, the compiled report
+templates, the rules' parsed TOML); `--first` measures with an empty cache folder instead. On a small shared
+machine the anchor moves as much as we do; the ratio of two commands run back to back, and the median over runs,
+is what carries over. The table goes to stdout; the numbers of the last measurement are in docs/performance.md.
+Without `nsys` on PATH the anchor is left out and, with --baseline, the ratio is this checkout's cold time over
+the baseline's in the same run.
 """
 
 from __future__ import annotations
@@ -29,16 +32,29 @@ from bench_analyze import compile_package, measure, nsys_anchor  # noqa: E402  (
 from bench_ingest import DEFAULT_SOURCE, build_export  # noqa: E402  (the one replay generator)
 
 
-def cold(path: Path, work: Path, checkout: Path) -> dict:
-    """One cold analyze of ``path`` by the code in ``checkout``, with an empty cache."""
+def cold(path: Path, work: Path, checkout: Path, support: Path | None) -> dict:
+    """One cold analyze of ``path`` by the code in ``checkout``: a cache folder with no store and no kept result,
+    holding only ``support`` (the support files an earlier run left, as bench_small.py's cold), or empty."""
     cache = work / f"cache-{checkout.name}"
     shutil.rmtree(cache, ignore_errors=True)
+    if support is not None:
+        shutil.copytree(support, cache / "support")
     report = work / "report.html"
     res = measure([sys.executable, "-m", "nsight_advisor", "analyze", str(path), "--no-cache", "-o", str(report),
                    "--quiet"], {"NSIGHT_ADVISOR_CACHE": str(cache), "PYTHONPATH": str(checkout)}, cwd=checkout)
     shutil.rmtree(cache, ignore_errors=True)
     report.unlink(missing_ok=True)
     return res
+
+
+def support_folder(path: Path, work: Path, label: str, checkout: Path) -> Path:
+    """The support folder ``checkout`` leaves after one analyze of ``path`` (not measured)."""
+    cache = work / f"warm-{label}"
+    res = measure([sys.executable, "-m", "nsight_advisor", "analyze", str(path), "-o", str(work / "warm.html"),
+                   "--quiet"], {"NSIGHT_ADVISOR_CACHE": str(cache), "PYTHONPATH": str(checkout)}, cwd=checkout)
+    if res["rc"] != 0:
+        sys.exit(f"{label}: analyze failed: {res.get('stderr', '')}")
+    return cache / "support"
 
 
 def main() -> None:
@@ -48,6 +64,8 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout of nsight-advisor to measure alongside")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()))
+    ap.add_argument("--first", action="store_true",
+                    help="measure the first run on a machine instead: an empty cache folder, no support files")
     args = ap.parse_args()
     compile_package()  # what an installed copy runs: its bytecode written (bench_analyze.compile_package)
     if args.baseline:
@@ -60,13 +78,15 @@ def main() -> None:
     try:
         export = build_export(args.source, args.kernels, work)
         checkouts = [("this", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+        support = {label: None if args.first else support_folder(export, work, label, checkout)
+                   for label, checkout in checkouts}
         rows = []
         for run in range(1, args.runs + 1):
             # without nsys the baseline's cold run is the anchor (ratio this / baseline)
             anchor = nsys_anchor(export, work) if have_nsys else None
             row = {"run": run, "nsys_s": anchor["wall_s"] if anchor else float("nan")}
             for label, checkout in checkouts:
-                res = cold(export, work, checkout)
+                res = cold(export, work, checkout, support[label])
                 if res["rc"] != 0:
                     sys.exit(f"{label}: cold analyze failed: {res.get('stderr', '')}")
                 row[f"{label}_s"] = res["wall_s"]
