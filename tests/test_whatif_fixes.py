@@ -186,3 +186,26 @@ def test_an_idle_findings_gaps_are_its_longest_until_they_hold_its_impact(memory
         # a length whose gaps are held only in part (the running sum reaches the impact among them)
         split += len({lengths[i] for i in held} & {lengths[i] for i in order[len(held):]})
     assert split >= 3 and sum(len(v) for v in got.values()) > 500
+
+
+def test_fixes_kept_sparse_combine_as_the_dense_changes_do():
+    """A job keeps every finding's change for its fixes on all ranks at once, as the ops each alters
+    (engine/whatif.py ``_sparse``): combined, they equal the dense changes combined, to the bit."""
+    from nsight_advisor.engine.whatif import _combine_sparse, _sparse, combine_changes
+
+    rng = np.random.default_rng(7)
+    n = 2_000
+    changes = []
+    for _ in range(6):
+        scale = np.where(rng.random(n) < 0.1, rng.uniform(0.1, 0.99, n), 1.0)
+        change = {"own_scale": scale, "drop_wait": rng.random(n) < 0.05}
+        if rng.random() < 0.5:
+            change["host_lag_scale"] = np.where(rng.random(n) < 0.2, rng.uniform(0.0, 0.9, n), 1.0)
+        changes.append(change)
+    dense = combine_changes(changes)
+    kept = _combine_sparse([_sparse(c) for c in changes], n)
+    assert dense.keys() == kept.keys()
+    for key in dense:
+        assert dense[key].dtype == kept[key].dtype
+        np.testing.assert_array_equal(dense[key], kept[key], err_msg=key)
+    assert (kept["own_scale"] < 1).sum() > 500 and kept["drop_wait"].sum() > 200

@@ -42,6 +42,11 @@ MAX_ANALYSIS_STEPS = 256
 #: when each replayed the whole graph, a job's cost grew with ranks squared (64 DLRM ranks: 761 findings x 51k
 #: operations, 116 of the analysis's 210 s). Ten million is about ten seconds.
 MAX_ANALYSIS_REPLAY_OPS = 10_000_000
+#: What a finding's replay costs beyond the operations it visits, counted against MAX_ANALYSIS_REPLAY_OPS as this
+#: share of the graph's operations: making the fix, copying the unchanged replay, finding the operations that
+#: moved and measuring their steps each take a pass over the graph. On 64 DLRM ranks (51,000 operations) a rank's
+#: finding took about 12 ms, of which visiting its rank's 800 operations 1 ms.
+REPLAY_PASS_SHARE = 0.25
 
 
 @dataclass
@@ -240,19 +245,23 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     before = model.totals()
     paths = step_paths(model.graph, model.steps, model.base, model.units)
     given = skipped = 0
-    cost = {"ops": 0}  # the ops the replays visited (a rank's finding in a job visits its rank's ops alone)
+    # the ops the replays visited (a rank's finding in a job visits its rank's ops alone), and per finding the
+    # passes over the graph around its replay (REPLAY_PASS_SHARE)
+    cost = {"ops": 0}
     eligible = [f for f in findings if f.capture_id in model.steps and f.impact_ns > 0]
     gaps = finding_gaps(con, model.graph, [f for f in eligible if f.internal.get("part", "kernel") == "idle"])
     sizes = model.graph.ops["capture_id"].value_counts().to_dict()
+    passes = int(len(model.graph) * REPLAY_PASS_SHARE)
     changes: dict[int, dict[str, Any]] = {}
     for f in eligible:
-        if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < sizes.get(f.capture_id, 0):
+        if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < sizes.get(f.capture_id, 0) + passes:
             skipped += 1
             continue
         change = fix_of(con, model.graph, f, gaps)
-        if change is None:
+        if change is None:  # a rule whose fix is not in the replay: found out at once
             continue
-        changes[id(f)] = change
+        cost["ops"] += passes
+        changes[id(f)] = _sparse(change)  # kept for the fixes of several ranks at once, in little memory
         f.critical_path_pct = paths.share_pct(f.capture_id, change, f.device_id)
         f.saving_ns = _saved(model, before, replay(model.graph, **change, cost=cost))
         given += 1
@@ -294,9 +303,39 @@ def _all_ranks_savings(model: StepModel, before: dict[tuple[int, int], float], f
         if len({(f.capture_id, f.device_id) for f in members}) < 2 or budget - used < len(model.graph):
             continue
         used += len(model.graph)
-        saved = _saved(model, before, replay(model.graph, **combine_changes([changes[id(f)] for f in members])))
+        together = _combine_sparse([changes[id(f)] for f in members], len(model.graph))
+        saved = _saved(model, before, replay(model.graph, **together))
         for f in members:
             f.saving_all_ranks_ns = saved
+
+
+def _sparse(change: dict[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """A change of the replay as the ops it alters: per key, their indexes and the scales (None for a mask). A
+    change is an array over the whole graph per key, and a job keeps one per finding (576 findings of 64 ranks:
+    a quarter of a gigabyte as arrays)."""
+    out = {}
+    for key, value in change.items():
+        value = np.asarray(value)
+        if value.dtype == bool:
+            out[key] = (np.flatnonzero(value), None)
+        else:
+            at = np.flatnonzero(value != 1)
+            out[key] = (at, value[at])
+    return out
+
+
+def _combine_sparse(changes: list[dict[str, tuple]], n: int) -> dict[str, Any]:
+    """:func:`combine_changes` of changes kept by :func:`_sparse`, over a graph of ``n`` ops."""
+    out: dict[str, Any] = {}
+    for change in changes:
+        for key, (at, scale) in change.items():
+            if key not in out:
+                out[key] = np.zeros(n, bool) if scale is None else np.ones(n)
+            if scale is None:
+                out[key][at] = True
+            else:
+                out[key][at] *= scale
+    return out
 
 
 def combine_changes(changes: list[dict[str, Any]]) -> dict[str, Any]:
