@@ -52,3 +52,16 @@ def memory_store():
     con = connect(None)
     yield con
     con.close()
+
+
+@pytest.fixture(scope="module")
+def dlrm_job():
+    """The 8 real DLRM ranks ingested as one job into a store: ``(connection, capture ids)``, or skip."""
+    ranks = sorted((TRACES / "kineto" / "dlrm_8rank").glob("*.pt.trace.json.gz"))
+    if len(ranks) < 8:
+        pytest.skip(f"the DLRM ranks are absent from {TRACES / 'kineto' / 'dlrm_8rank'}")
+    from nsight_advisor import workflow
+
+    con, ids = workflow.load(ranks)
+    yield con, ids
+    con.close()

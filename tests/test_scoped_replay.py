@@ -10,31 +10,19 @@ ops are visited) and a large one that moves a last arrival (all ranks replayed a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from nsight_advisor.analysis.critical_path import replay
 from nsight_advisor.analysis.step_graph import HOST, KERNEL, build_graph
 
-DLRM = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "kineto" / "dlrm_8rank"
-
 
 @pytest.fixture(scope="module")
-def graphs():
-    ranks = sorted(DLRM.glob("*.pt.trace.json.gz"))
-    if len(ranks) < 8:
-        pytest.skip(f"the DLRM ranks are absent from {DLRM}")
-    from nsight_advisor import workflow
-
-    con, ids = workflow.load(ranks)
-    try:
-        kept = build_graph(con, ids)
-        replay(kept)  # the unchanged replay, kept on the graph: what-ifs start from it
-        yield kept, lambda: build_graph(con, ids)
-    finally:
-        con.close()
+def graphs(dlrm_job):
+    con, ids = dlrm_job
+    kept = build_graph(con, ids)
+    replay(kept)  # the unchanged replay, kept on the graph: what-ifs start from it
+    return kept, lambda: build_graph(con, ids)
 
 
 def _changes(g):

@@ -9,29 +9,17 @@ collectives matched across ranks), building the graph five times gives five equa
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from nsight_advisor.analysis.step_graph import build_graph
 
-DLRM = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "kineto" / "dlrm_8rank"
 
-
-def test_the_graph_is_built_the_same_every_time():
-    ranks = sorted(DLRM.glob("*.pt.trace.json.gz"))
-    if len(ranks) < 8:
-        pytest.skip(f"the DLRM ranks are absent from {DLRM}")
-    from nsight_advisor import workflow
-
-    con, ids = workflow.load(ranks)
-    try:
-        first = build_graph(con, ids)
-        again = [build_graph(con, ids) for _ in range(4)]
-    finally:
-        con.close()
+def test_the_graph_is_built_the_same_every_time(dlrm_job):
+    con, ids = dlrm_job
+    first = build_graph(con, ids)
+    again = [build_graph(con, ids) for _ in range(4)]
     assert len(first) > 5000 and first.members
     for other in again:
         for f in dataclasses.fields(first):
