@@ -67,15 +67,16 @@ def _prepared(g: StepGraph) -> dict[str, Any]:
 
 def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np.ndarray | None = None,
            drop_wait: np.ndarray | None = None, prompt_start: np.ndarray | None = None,
-           wait_lag_scale: np.ndarray | None = None, cost: dict[str, int] | None = None
-           ) -> tuple[np.ndarray, np.ndarray]:
+           wait_lag_scale: np.ndarray | None = None, relaunch: tuple | None = None,
+           cost: dict[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Replayed (start_ns, end_ns) of every op. ``own_scale``: each op's own time (and a collective's transfer)
     multiplied by it (a kernel 1.3x faster: 1/1.3); ``host_lag_scale``: each call's host work before it multiplied
     by it (0: removed); ``drop_wait``: blocking calls that no longer wait for the GPU; ``prompt_start``: GPU
     operations that start as soon as their launch and their stream allow, their launch and stream lags cut to the
     capture's typical ones (a copy that no longer waits for the host to stage it); ``wait_lag_scale``: each
     blocking call's lag after the GPU operation it waits for multiplied by it (the host no longer copying the
-    result out of a staging buffer).
+    result out of a staging buffer); ``relaunch``: ``(ops, calls, launch_lags, stream_lags)``, ``ops`` launched by
+    ``calls`` after those lags, their stream lags set (NaN: kept): kernels as one CUDA graph (kernel_sequences.py).
 
     A what-if replays from the first place in the visiting order of the first op it changes: everything visited
     before it waits only for what was visited before it, so it keeps its unchanged replay (on the 64-rank DLRM
@@ -85,8 +86,14 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
     prep = _prepared(g)
     # what a change alters, copied; the rest of the graph's lists are the kept ones
     l0, own_l, gl, wp = prep["lag"][0], prep["own"], prep["glag"], prep["wp"]
-    l1, l2, wl = prep["lag"][1], prep["lag"][2], prep["wl"]
+    l1, l2, wl, p1 = prep["lag"][1], prep["lag"][2], prep["wl"], prep["pred"][1]
     changed = []
+    if relaunch is not None:
+        at, calls, launch_lags, stream_lags = (np.asarray(x).tolist() for x in relaunch)
+        changed += [np.asarray(at, np.int64), np.asarray(calls, np.int64)]  # a launching call's capture counts too
+        p1, l1, l2 = p1.copy(), l1.copy(), l2.copy()
+        for i, c, a, b in zip(at, calls, launch_lags, stream_lags):
+            p1[i], l1[i], l2[i] = c, a, (l2[i] if b != b else b)  # NaN: kept
     if own_scale is not None:
         at = np.flatnonzero(own_scale != 1)
         changed.append(at)
@@ -124,7 +131,7 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
     base = prep["base"]
     if base is None:
         recorded = (g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64).tolist())
-        whole = (prep["order"], prep["is_end"], 0, prep, l0, l1, l2, own_l, gl, wp, wl)
+        whole = (prep["order"], prep["is_end"], 0, prep, p1, l0, l1, l2, own_l, gl, wp, wl)
         if cost is not None:
             cost["ops"] = cost.get("ops", 0) + len(prep["order"])
         if len(touched):  # a graph replayed once, changed (a candidate's): all of it, as it is
@@ -136,7 +143,7 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
     if not len(touched):
         return base[0].copy(), base[1].copy()
     k = int(prep["first"][touched].min())
-    args = (prep, l0, l1, l2, own_l, gl, wp, wl)
+    args = (prep, p1, l0, l1, l2, own_l, gl, wp, wl)
     cost = cost if cost is not None else {}
     scoped = _scoped(g, prep, touched, k, args, cost)
     if scoped is not None:
@@ -163,19 +170,25 @@ def _scoped(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, k: int, arg
         return None
     places, order, is_end, shared = scope
     kc = int(np.searchsorted(places, k))
-    ns, ne = _visit(*map(list.copy, prep["base_lists"]), order, is_end, kc, *args)
-    cost["ops"] = cost.get("ops", 0) + len(order) - kc
-    members, arrived = prep["members"], prep["arrived"]
-    if any(max(ns[m] for m in members[gid]) != arrived[gid] for gid in shared):
-        return None
-    # the unchanged replay, with the visited ops' new times written in
-    starts, ends = prep["base"][0].copy(), prep["base"][1].copy()
     visited = order[kc:]
-    if visited:
-        at = np.asarray(visited, np.int64)
-        starts[at] = [ns[i] for i in visited]
-        ends[at] = [ne[i] for i in visited]
-    return starts, ends
+    ns, ne = prep["scratch"]  # the unchanged replay's lists, given back after: a copy would cost the whole graph
+    try:
+        _visit(ns, ne, order, is_end, kc, *args)
+        cost["ops"] = cost.get("ops", 0) + len(order) - kc
+        members, arrived = prep["members"], prep["arrived"]
+        if any(max(ns[m] for m in members[gid]) != arrived[gid] for gid in shared):
+            return None
+        # the unchanged replay, with the visited ops' new times written in
+        starts, ends = prep["base"][0].copy(), prep["base"][1].copy()
+        if visited:
+            at = np.asarray(visited, np.int64)
+            starts[at] = [ns[i] for i in visited]
+            ends[at] = [ne[i] for i in visited]
+        return starts, ends
+    finally:
+        base_ns, base_ne = prep["base_lists"]
+        for i in visited:
+            ns[i], ne[i] = base_ns[i], base_ne[i]
 
 
 def _scopes(g: StepGraph, prep: dict[str, Any]) -> dict[int, tuple]:
@@ -204,17 +217,19 @@ def _scopes(g: StepGraph, prep: dict[str, Any]) -> dict[int, tuple]:
             places = np.flatnonzero(of == c)
             scopes[c] = (places, order[places].tolist(), is_end[places].tolist(), shared.get(c, []))
         base_ns = prep["base"][0]
+        prep["scratch"] = tuple(map(list.copy, prep["base_lists"]))
         prep["arrived"] = [max(base_ns[m] for m in members) for members in g.members]  # each group's last arrival
     prep["scopes"] = scopes
     return scopes
 
 
-def _visit(ns: list, ne: list, order: list, is_end: list, k: int, prep: dict[str, Any], l0: list, l1: list,
-           l2: list, own_l: list, gl: list, wp: list, wl: list) -> tuple[list, list]:
+def _visit(ns: list, ne: list, order: list, is_end: list, k: int, prep: dict[str, Any], p1: list, l0: list,
+           l1: list, l2: list, own_l: list, gl: list, wp: list, wl: list) -> tuple[list, list]:
     """The replay's loop (see the module docstring) from place ``k`` of the visiting ``order`` (ops, and whether
-    each entry is the op's end), updating ``ns`` and ``ne`` in place; the lags of slots 0 to 2 (``l0``, ``l1``,
-    ``l2``), ``own_l``, ``gl``, ``wp`` and ``wl`` as a change made them, the rest as kept in ``prep``."""
-    p0, p1, p2, p3 = prep["pred"]
+    each entry is the op's end), updating ``ns`` and ``ne`` in place; slot 1's predecessors (``p1``), the lags of
+    slots 0 to 2 (``l0``, ``l1``, ``l2``), ``own_l``, ``gl``, ``wp`` and ``wl`` as a change made them, the rest as
+    kept in ``prep``."""
+    p0, _p1, p2, p3 = prep["pred"]
     l3 = prep["lag"][3]
     f0, special, grp, also = prep["f0"], prep["special"], prep["grp"], prep["also"]
     members = prep["members"]

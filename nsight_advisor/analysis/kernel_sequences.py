@@ -137,11 +137,16 @@ def back_to_back_ns(g: StepGraph) -> int:
     return int(np.median(lags)) if len(lags) else g.typical.get("stream", 0)
 
 
-def as_one_launch(g: StepGraph, runs: list[list[int]]) -> tuple[StepGraph, dict[str, np.ndarray]]:
-    """The graph with each run launched as one graph (see the module docstring), and the replay's scales."""
-    pred, lag = g.pred.copy(), g.lag.copy()
+def as_one_launch(g: StepGraph, runs: list[list[int]]) -> dict[str, Any]:
+    """The replay's change (``critical_path.replay``'s keyword arguments) that launches each run as one graph (see
+    the module docstring): its kernels launched by the run's first call after the typical launch latency, queued
+    back to back on their stream, the other launch calls gone."""
     own_scale, host_lag_scale = np.ones(len(g)), np.ones(len(g))
-    launch_lag, stream_lag = g.typical.get("launch", 0), back_to_back_ns(g)
+    launch_lag = float(g.typical.get("launch", 0))
+    stream_lag = g.__dict__.get("_back_to_back")
+    if stream_lag is None:  # once per graph, not once per candidate
+        stream_lag = g.__dict__["_back_to_back"] = back_to_back_ns(g)
+    at, calls, stream_lags = [], [], []
     for run in runs:
         first_call = int(g.pred[run[0], 1])
         if first_call < 0:
@@ -151,10 +156,12 @@ def as_one_launch(g: StepGraph, runs: list[list[int]]) -> tuple[StepGraph, dict[
             if call >= 0 and call != first_call:
                 own_scale[call] = 0.0
                 host_lag_scale[call] = 0.0
-            pred[k, 1], lag[k, 1] = first_call, launch_lag
-            if pred[k, 2] >= 0:
-                lag[k, 2] = min(lag[k, 2], stream_lag)
-    return dataclasses.replace(g, pred=pred, lag=lag), {"own_scale": own_scale, "host_lag_scale": host_lag_scale}
+            at.append(k)
+            calls.append(first_call)
+            stream_lags.append(float(min(g.lag[k, 2], stream_lag)) if g.pred[k, 2] >= 0 else float("nan"))
+    return {"own_scale": own_scale, "host_lag_scale": host_lag_scale,
+            "relaunch": (np.asarray(at, np.int64), np.asarray(calls, np.int64), np.full(len(at), launch_lag),
+                         np.asarray(stream_lags, np.float64))}
 
 
 def graph_candidates(g: StepGraph, steps: dict[int, list[tuple[int, int]]], base: tuple[np.ndarray, np.ndarray],
@@ -172,8 +179,7 @@ def graph_candidates(g: StepGraph, steps: dict[int, list[tuple[int, int]]], base
     before = {cid: total(cid, spans, base) for cid, spans in steps.items()}
 
     def saving(runs: list[list[int]]) -> dict[int, float]:
-        changed, scales = as_one_launch(g, runs)
-        after = replay(changed, **scales)
+        after = replay(g, **as_one_launch(g, runs))
         out = {}
         for cid, spans in steps.items():
             shown, count = kept.get(cid, (len(spans), len(spans)))

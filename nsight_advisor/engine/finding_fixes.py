@@ -44,23 +44,71 @@ def pageable_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
     """The asynchronous copies of pageable memory of the finding's capture (a rule claiming ``impact_host =
     "pageable-copies"``) made from pinned memory (:func:`_pin_copies`): each call takes a launch's time instead of
     waiting while the driver stages its copy, and the copy starts as soon as its launch and its stream allow."""
-    rows = sql_params.execute(con, """
-        select distinct a.pid, a.correlation_id from api_calls a
-        join memcpys m on m.capture_id = a.capture_id and m.correlation_id = a.correlation_id and m.pid = a.pid
-        where a.capture_id = $c and (m.src_kind = 'pageable' or m.dst_kind = 'pageable')
-          and (a.base_name ilike 'cudaMemcpy%async%' or a.base_name ilike 'cuMemcpy%async%')""",
-                              {"c": int(f.capture_id)}).fetchall()
+    pinned = _pageable_calls(con, g).get(int(f.capture_id), set())
+    w = capture_window(g, f.capture_id)
     ops = g.ops
-    pinned = set(rows)
-    calls = (g.kinds == HOST) & (ops["capture_id"].to_numpy() == f.capture_id)
-    at = np.flatnonzero(calls)
-    calls[at] = [(p, c) in pinned for p, c in zip(ops["pid"].to_numpy()[at].tolist(),
-                                                   ops["correlation_id"].to_numpy()[at].tolist())]
+    mine = np.flatnonzero((g.kinds[w] == HOST) & (_columns(g).capture[w] == f.capture_id)) + w.start
+    calls = np.zeros(len(g), bool)
+    calls[mine] = [(p, c) in pinned for p, c in zip(ops["pid"].to_numpy()[mine].tolist(),
+                                                    ops["correlation_id"].to_numpy()[mine].tolist())]
     if not calls.any():
         return None
     change = {"own_scale": np.ones(len(g)), "drop_wait": np.zeros(len(g), bool)}
     _pin_copies(g, calls, change)
     return change
+
+
+def _pageable_calls(con, g: StepGraph) -> dict[int, set[tuple]]:
+    """Per capture of the graph, the (pid, correlation id) of its asynchronous copy calls of pageable memory: asked
+    once per graph for every capture (once per finding, 64 ranks' queries took 0.2 s)."""
+    kept = g.__dict__.get("_pageable_calls")
+    if kept is None:
+        rows = sql_params.execute(con, """
+            select distinct a.capture_id, a.pid, a.correlation_id from api_calls a
+            join memcpys m on m.capture_id = a.capture_id and m.correlation_id = a.correlation_id and m.pid = a.pid
+            where a.capture_id in (select unnest($c::integer[]))
+              and (m.src_kind = 'pageable' or m.dst_kind = 'pageable')
+              and (a.base_name ilike 'cudaMemcpy%async%' or a.base_name ilike 'cuMemcpy%async%')""",
+                                  {"c": sorted(_columns(g).windows)}).fetchall()
+        kept = g.__dict__["_pageable_calls"] = {}
+        for cid, pid, corr in rows:
+            kept.setdefault(int(cid), set()).add((pid, corr))
+    return kept
+
+
+@dataclass
+class _Columns:
+    capture: np.ndarray  # each op's capture
+    device: np.ndarray  # each op's device, float (nan: none)
+    starts: np.ndarray  # int64
+    ends: np.ndarray  # int64
+    windows: dict[int, slice]  # capture -> the ops from its first to its last
+
+
+def _columns(g: StepGraph) -> _Columns:
+    """The graph's columns a fix reads, as arrays made once per graph (a fix per finding converting them again cost
+    a pass over the whole graph each)."""
+    kept = g.__dict__.get("_fix_columns")
+    if kept is None:
+        ops = g.ops
+        capture = ops["capture_id"].to_numpy()
+        windows: dict[int, slice] = {}
+        if len(capture):
+            cuts = np.flatnonzero(capture[1:] != capture[:-1]) + 1
+            for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(capture)].tolist()):
+                c = int(capture[a])
+                windows[c] = slice(windows[c].start, b) if c in windows else slice(a, b)
+        kept = g.__dict__["_fix_columns"] = _Columns(
+            capture=capture, device=ops["device_id"].to_numpy(dtype=float, na_value=np.nan),
+            starts=ops["start_ns"].to_numpy(np.int64), ends=ops["end_ns"].to_numpy(np.int64), windows=windows)
+    return kept
+
+
+def capture_window(g: StepGraph, capture_id: int) -> slice:
+    """The ops from the capture's first to its last: the graph holds each capture's ops one after the other
+    (step_graph.build_graph), so a fix's passes over them cost the capture's size, not the job's. Callers still
+    test each op's capture: the window is all they need to look at, not all it holds."""
+    return _columns(g).windows.get(int(capture_id), slice(0, 0))
 
 
 def copy_fix(g: StepGraph, f: Finding) -> dict[str, Any] | None:
@@ -71,16 +119,16 @@ def copy_fix(g: StepGraph, f: Finding) -> dict[str, Any] | None:
     directions = set(f.internal.get("copies") or ())
     if not directions or f.device_id is None:
         return None
-    ops = g.ops
-    kind = g.kinds
+    w = capture_window(g, f.capture_id)
+    kind = g.kinds[w]
     on_device = _on_device(g, f)
-    direction = np.where(g.name_matches("host-to-device", lower=True), "h2d",
-                         np.where(g.name_matches("device-to-host", lower=True), "d2h", "other"))
-    copies = np.flatnonzero(on_device & (kind == MEMCPY) & np.isin(direction, list(directions)))
+    direction = np.where(g.name_matches("host-to-device", lower=True)[w], "h2d",
+                         np.where(g.name_matches("device-to-host", lower=True)[w], "d2h", "other"))
+    copies = np.flatnonzero(on_device & (kind == MEMCPY) & np.isin(direction, list(directions))) + w.start
     if not len(copies):
         return None
-    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
-    covered = _covered(starts[on_device & (kind == KERNEL)], ends[on_device & (kind == KERNEL)],
+    starts, ends = _columns(g).starts, _columns(g).ends
+    covered = _covered(starts[w][on_device & (kind == KERNEL)], ends[w][on_device & (kind == KERNEL)],
                        starts[copies], ends[copies])
     length = np.maximum(ends[copies] - starts[copies], 1)
     scale = np.ones(len(g))
@@ -96,13 +144,13 @@ def comm_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
     kernel where none is matched), so a wait for a late rank, which collective-straggler claims, stays."""
     if f.device_id is None:
         return None
-    ops = g.ops
-    on_device = _on_device(g, f) & (g.kinds == KERNEL)
-    comm = on_device & ops["name"].isin(_comm_names(con, g, f.capture_id)).to_numpy()
-    kernels = np.flatnonzero(comm)
+    w = capture_window(g, f.capture_id)
+    on_device = _on_device(g, f) & (g.kinds[w] == KERNEL)
+    comm = on_device & g.ops["name"].iloc[w].isin(_comm_names(con, g, f.capture_id)).to_numpy()
+    kernels = np.flatnonzero(comm) + w.start
     if not len(kernels):
         return None
-    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    starts, ends = _columns(g).starts, _columns(g).ends
     # the transfer starts when the last rank arrived (the latest start among the collective's members)
     arrived = starts[kernels].copy()
     grouped = g.group[kernels] >= 0
@@ -110,7 +158,7 @@ def comm_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
         arrived[n] = max(starts[m] for m in g.members[int(g.group[kernels[n]])])
     lo = np.minimum(np.maximum(arrived, starts[kernels]), ends[kernels])
     compute = on_device & ~comm
-    covered = _covered(starts[compute], ends[compute], lo, ends[kernels])
+    covered = _covered(starts[w][compute], ends[w][compute], lo, ends[kernels])
     transfer = np.maximum(ends[kernels] - lo, 1)
     scale = np.ones(len(g))
     scale[kernels] = np.clip(covered / transfer, 0.0, 1.0)
@@ -118,19 +166,24 @@ def comm_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
 
 
 def _on_device(g: StepGraph, f: Finding) -> np.ndarray:
-    """The GPU operations of the finding's capture on its device (a boolean mask over the ops)."""
-    return (g.ops["capture_id"].to_numpy() == f.capture_id) & (
-        g.ops["device_id"].to_numpy(dtype=float, na_value=np.nan) == f.device_id)
+    """The operations of the finding's capture on its device, a boolean mask over the ops of the capture's window
+    (:func:`capture_window`)."""
+    w, cols = capture_window(g, f.capture_id), _columns(g)
+    return (cols.capture[w] == f.capture_id) & (cols.device[w] == f.device_id)
 
 
 def _comm_names(con, g: StepGraph, capture_id: int) -> list[str]:
-    """The capture's communication kernel names (the store's na_comm_name), asked once per capture and graph."""
-    kept = g.__dict__.setdefault("_comm_names", {})
-    if capture_id not in kept:
-        kept[capture_id] = [r[0] for r in sql_params.execute(con, """
-            select name from kernel_names where capture_id = $cid and na_comm_name(name)""",
-                                                            {"cid": int(capture_id)}).fetchall()]
-    return kept[capture_id]
+    """The capture's communication kernel names (the store's na_comm_name), asked once per graph for every
+    capture."""
+    kept = g.__dict__.get("_comm_names")
+    if kept is None:
+        kept = g.__dict__["_comm_names"] = {}
+        for cid, name in sql_params.execute(con, """
+                select capture_id, name from kernel_names
+                where capture_id in (select unnest($c::integer[])) and na_comm_name(name) order by all""",
+                                            {"c": sorted(_columns(g).windows)}).fetchall():
+            kept.setdefault(int(cid), []).append(name)
+    return kept.get(int(capture_id), [])
 
 
 def _covered(k_start: np.ndarray, k_end: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -171,7 +224,9 @@ def kernel_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
     times = _kernel_time(con, g, f.capture_id, f.device_id)
     index = _kernel_index(g)
     # the finding's kernels: those of its capture (and device), then those of each claimed name among them
-    mine = index.kernels[(index.capture == f.capture_id)[index.kernels]]
+    w = capture_window(g, f.capture_id)
+    mine = index.kernels[np.searchsorted(index.kernels, w.start):np.searchsorted(index.kernels, w.stop)]
+    mine = mine[index.capture[mine] == f.capture_id]
     if f.device_id is not None:
         mine = mine[index.device[mine] == f.device_id]
     scale = np.ones(len(g))
@@ -223,21 +278,24 @@ def _short_name(name: str) -> str:
 
 
 def _kernel_time(con, g: StepGraph, capture_id: int, device_id) -> dict[str, float]:
-    """Kernel time by name and by short name in one capture (and device): asked once per capture and device."""
-    kept = g.__dict__.setdefault("_kernel_time", {})
-    key = (capture_id, device_id)
-    if key in kept:
-        return kept[key]
-    rows = sql_params.execute(con, """
-        select name, short_name, sum(duration_ns) from kernels
-        where capture_id = $cid and ($dev is null or device_id = $dev) group by all""",
-                              {"cid": capture_id, "dev": device_id}).fetchall()
-    out: dict[str, float] = {}
-    for name, short, ns in rows:
-        for key_name in {name, short} - {None}:
-            out[key_name] = out.get(key_name, 0.0) + float(ns or 0)
-    kept[key] = out
-    return out
+    """Kernel time by name and by short name in one capture (and device; all of its devices for None), asked once
+    per graph for every capture and device."""
+    kept = g.__dict__.get("_kernel_time")
+    if kept is None:
+        kept = g.__dict__["_kernel_time"] = {}
+        # per device, and per capture over its devices (grouping(device_id) = 1): the sums as the store adds them
+        rows = sql_params.execute(con, """
+            select capture_id, grouping(device_id) = 1, device_id, name, short_name, sum(duration_ns)
+            from kernels where capture_id in (select unnest($c::integer[]))
+            group by grouping sets ((capture_id, device_id, name, short_name), (capture_id, name, short_name))
+            order by all""", {"c": sorted(_columns(g).windows)}).fetchall()
+        for cid, every, dev, name, short, ns in rows:
+            if not every and dev is None:
+                continue  # a kernel without a device counts only towards its capture's whole
+            out = kept.setdefault((int(cid), None if every else int(dev)), {})
+            for key_name in {name, short} - {None}:
+                out[key_name] = out.get(key_name, 0.0) + float(ns or 0)
+    return kept.get((int(capture_id), None if device_id is None else int(device_id)), {})
 
 
 def finding_gaps(con, g: StepGraph, findings: list[Finding]) -> dict[int, list[tuple]]:
@@ -247,15 +305,15 @@ def finding_gaps(con, g: StepGraph, findings: list[Finding]) -> dict[int, list[t
     graph's steps meet (a gap outside them holds none of its operations). Chosen in SQL: a long capture has a
     million gaps."""
     asked = []
-    capture = g.ops["capture_id"].to_numpy()
-    starts, ends = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)
+    cols = _columns(g)
     for f in findings:
         causes = [str(c) for c in f.internal.get("causes") or ()]
-        mine = capture == f.capture_id
+        w = capture_window(g, f.capture_id)
+        mine = cols.capture[w] == f.capture_id
         if not causes or f.device_id is None or not mine.any():
             continue
         offset = g.clock(f.capture_id, 0)
-        asked.append((f, causes, int(starts[mine].min()) - offset, int(ends[mine].max()) - offset))
+        asked.append((f, causes, int(cols.starts[w][mine].min()) - offset, int(cols.ends[w][mine].max()) - offset))
     if not asked:
         return {}
     rows = sql_params.execute(con, """
@@ -318,28 +376,34 @@ def idle_fix(g: StepGraph, f: Finding, gaps: list[tuple]) -> dict[str, Any] | No
     hi = np.array([e + offset for _s, e, _c in gaps], np.int64)
     is_sync = np.array([c == "sync" for _s, _e, c in gaps])
     removes_call = np.array([c in ("allocation", "host-copy") for _s, _e, c in gaps])
-    ops = g.ops
-    kind, cids = ops["kind"].to_numpy(), ops["capture_id"].to_numpy()
-    devices = ops["device_id"].to_numpy(dtype=float, na_value=np.nan)
-    pids = set(ops.loc[(cids == f.capture_id) & (devices == f.device_id), "pid"].dropna().tolist())
-    host = (kind == HOST) & (cids == f.capture_id) & ops["pid"].isin(pids).to_numpy()
-    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    # the capture's window (capture_window): every op outside it keeps its lags, its time and its waits
+    w, cols, n = capture_window(g, f.capture_id), _columns(g), len(g)
+    kind, cids, devices = g.kinds[w], cols.capture[w], cols.device[w]
+    pid = g.ops["pid"].iloc[w]
+    pids = set(pid[(cids == f.capture_id) & (devices == f.device_id)].dropna().tolist())
+    host = (kind == HOST) & (cids == f.capture_id) & pid.isin(pids).to_numpy()
+    starts, ends = cols.starts[w], cols.ends[w]
+    lag0, pred0, wait_pred = g.lag[w, 0], g.pred[w, 0], g.wait_pred[w]
     # the host work before each call: [start - lag, start); its overlap with the gap holding the call's start
-    work_lo = starts - np.where(g.from_start[:, 0], 0, np.maximum(g.lag[:, 0], 0))
+    work_lo = starts - np.where(g.from_start[w, 0], 0, np.maximum(lag0, 0))
     k = np.maximum(np.searchsorted(lo, starts, "right") - 1, 0)
-    in_gap = host & (starts > lo[k]) & (starts <= hi[k]) & ~is_sync[k] & (g.pred[:, 0] >= 0)
+    in_gap = host & (starts > lo[k]) & (starts <= hi[k]) & ~is_sync[k] & (pred0 >= 0)
     cut = np.where(in_gap, starts - np.maximum(work_lo, lo[k]), 0).clip(min=0)
-    lag_scale = np.ones(len(g))
-    has_lag = g.lag[:, 0] > 0
-    lag_scale[has_lag] = 1.0 - cut[has_lag] / g.lag[has_lag, 0]
-    own_scale = np.where(host & (starts >= lo[k]) & (ends <= hi[k]) & removes_call[k] & (g.wait_pred < 0), 0.0, 1.0)
+    lag_scale = np.ones(n)
+    has_lag = lag0 > 0
+    lag_scale[w][has_lag] = 1.0 - cut[has_lag] / lag0[has_lag]
+    own_scale = np.ones(n)
+    own_scale[w] = np.where(host & (starts >= lo[k]) & (ends <= hi[k]) & removes_call[k] & (wait_pred < 0), 0.0, 1.0)
     # a blocking call whose return opened a sync gap: it no longer waits
     ke = np.maximum(np.searchsorted(lo, ends, "right") - 1, 0)
-    at_gap = host & (ends >= lo[ke]) & (ends <= hi[ke]) & is_sync[ke] & (g.wait_pred >= 0)
+    at_gap = np.zeros(n, bool)
+    at_gap[w] = host & (ends >= lo[ke]) & (ends <= hi[ke]) & is_sync[ke] & (wait_pred >= 0)
     change = {"host_lag_scale": lag_scale, "drop_wait": at_gap, "own_scale": own_scale}
     staged = np.array([c == "host-copy" for _s, _e, c in gaps])
     if staged.any():
-        _staged_copies(g, host, starts, ends, lo[staged], hi[staged], change)
+        host_all = np.zeros(n, bool)
+        host_all[w] = host
+        _staged_copies(g, host_all, cols.starts, cols.ends, lo[staged], hi[staged], change)
     if not (lag_scale < 1).any() and not change["drop_wait"].any() and not (change["own_scale"] < 1).any() \
             and "prompt_start" not in change:
         return None
