@@ -1,4 +1,4 @@
-"""The step graph, its replay, critical path and what-if (analysis/step_graph.py, critical_path.py, whatif.py).
+"""The step graph, its replay, critical path and what-if (analysis/step_graph.py, replay.py, critical_path.py, whatif.py).
 
 Synthetic stores whose answers are known by construction (times in µs, written as ``us(...)``), then the real
 traces: the DLRM ranks' critical paths tile their steps; a kernel stretched 1.3x with
@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsight_advisor.analysis.critical_path import critical_path, map_steps, replay, slack
+from nsight_advisor.analysis.critical_path import critical_path, map_steps, slack
+from nsight_advisor.analysis.replay import replay
 from nsight_advisor.analysis.group_quantile import group_quantile
 from nsight_advisor.analysis.step_graph import build_graph
 from nsight_advisor.engine.whatif import kernel_ops
@@ -557,13 +558,13 @@ def test_a_capped_model_replays_its_middle_steps():
 
 
 def test_a_replay_from_the_first_change_equals_a_whole_replay():
-    # the what-if replays only from the first operation it changes (critical_path._prepared): the same times as a
+    # the what-if replays only from the first operation it changes (analysis/replay.py): the same times as a
     # replay of the whole graph, which a graph copy without the kept unchanged replay does
     _need_traces()
     import dataclasses
 
     from nsight_advisor import workflow
-    from nsight_advisor.analysis.critical_path import replay
+    from nsight_advisor.analysis.replay import replay
     from nsight_advisor.engine.whatif import step_model
 
     con, ids = workflow.load([TRACES / "nsys" / "pipit_cloverleaf_a100.sqlite"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsight_advisor.analysis.critical_path import replay
+from nsight_advisor.analysis.replay import replay
 from nsight_advisor.analysis.kernel_sequences import find_sequences, graph_candidates
 from nsight_advisor.analysis.step_graph import build_graph
 from nsight_advisor.engine.analyze import finding_rank

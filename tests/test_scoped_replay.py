@@ -1,4 +1,4 @@
-"""A change to one rank's operations replays that rank alone (analysis/critical_path.py ``_scoped``), and gives
+"""A change to one rank's operations replays that rank alone (analysis/replay.py ``_scoped``), and gives
 the very times the whole replay gives.
 
 On the 8 real DLRM ranks (one graph, their collectives matched across ranks), each change below is replayed on the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsight_advisor.analysis.critical_path import replay
+from nsight_advisor.analysis.replay import replay
 from nsight_advisor.analysis.step_graph import HOST, KERNEL, build_graph
 
 

@@ -104,7 +104,8 @@ def test_asynchronous_copies_of_pageable_memory_made_pinned(memory_store):
 
     from test_critical_path import _call, _kernel, _warm_up, us
 
-    from nsight_advisor.analysis.critical_path import map_steps, replay
+    from nsight_advisor.analysis.critical_path import map_steps
+    from nsight_advisor.analysis.replay import replay
     from nsight_advisor.analysis.step_graph import build_graph
     from nsight_advisor.engine.finding_fixes import fix_of
 

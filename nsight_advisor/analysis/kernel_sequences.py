@@ -8,7 +8,7 @@ empty: the kernel waited for the host). A run of at least
 :data:`MIN_KERNELS` kernels is a candidate when the same names in the same order form a run in **every** step of
 its capture (a capture of one step: each of its runs).
 
-**The saving** (replayed, analysis/critical_path.py): the run as one graph launch. Its first kernel keeps its
+**The saving** (replayed, analysis/replay.py): the run as one graph launch. Its first kernel keeps its
 launch; the others wait only for that launch (the typical launch latency) and their stream (the lag of a kernel
 queued in time, :func:`back_to_back_ns`), and the host no longer makes their launch calls nor does its work between them (a captured graph replays
 without the framework's code between its kernels). The steps' durations before less after, scaled to all steps
@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from nsight_advisor.analysis.critical_path import replay, step_totals
+from nsight_advisor.analysis.critical_path import step_totals
+from nsight_advisor.analysis.replay import replay
 from nsight_advisor.analysis.step_graph import KERNEL, StepGraph
 
 #: A kernel this short or shorter is a graph candidate's member: launching it costs about as much as running it.
@@ -138,7 +139,7 @@ def back_to_back_ns(g: StepGraph) -> int:
 
 
 def as_one_launch(g: StepGraph, runs: list[list[int]]) -> dict[str, Any]:
-    """The replay's change (``critical_path.replay``'s keyword arguments) that launches each run as one graph (see
+    """The replay's change (``replay.replay``'s keyword arguments) that launches each run as one graph (see
     the module docstring): its kernels launched by the run's first call after the typical launch latency, queued
     back to back on their stream, the other launch calls gone."""
     own_scale, host_lag_scale = np.ones(len(g)), np.ones(len(g))

@@ -1,6 +1,6 @@
 """What each finding's fix changes in a replay of the step graph (docs/impact.md, "What a fix would save").
 
-:func:`fix_of` turns a finding into the keyword arguments of ``analysis.critical_path.replay``: a kernel finding's
+:func:`fix_of` turns a finding into the keyword arguments of ``analysis.replay.replay``: a kernel finding's
 kernels shortened by the share of their time it claims (:func:`kernel_fix`); an idle finding's gaps closed
 (:func:`idle_fix`, on the gaps :func:`finding_gaps` reads for all idle findings at once), the staged copies of a
 host-copy gap made asynchronous from pinned memory; a copy finding's copies overlapped with the kernels
@@ -18,13 +18,14 @@ import numpy as np
 
 from nsight_advisor.analysis.step_graph import HOST, KERNEL, MEMCPY, StepGraph
 from nsight_advisor.common import sql_params
+from nsight_advisor.common.runs import value_windows
 
 if TYPE_CHECKING:
     from nsight_advisor.engine.model import Finding
 
 
 def fix_of(con, g: StepGraph, f: Finding, gaps: dict[int, list[tuple]]) -> dict[str, Any] | None:
-    """The change of the replay (``critical_path.replay``'s keyword arguments) that applies ``f``'s fix, None where
+    """The change of the replay (``replay.replay``'s keyword arguments) that applies ``f``'s fix, None where
     its fix is not in the replay or changes nothing. ``gaps``: the idle findings' gaps (:func:`finding_gaps`)."""
     part = f.internal.get("part", "kernel")
     if part == "kernel":
@@ -92,12 +93,7 @@ def _columns(g: StepGraph) -> _Columns:
     if kept is None:
         ops = g.ops
         capture = ops["capture_id"].to_numpy()
-        windows: dict[int, slice] = {}
-        if len(capture):
-            cuts = np.flatnonzero(capture[1:] != capture[:-1]) + 1
-            for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(capture)].tolist()):
-                c = int(capture[a])
-                windows[c] = slice(windows[c].start, b) if c in windows else slice(a, b)
+        windows = value_windows(capture)
         kept = g.__dict__["_fix_columns"] = _Columns(
             capture=capture, device=ops["device_id"].to_numpy(dtype=float, na_value=np.nan),
             starts=ops["start_ns"].to_numpy(np.int64), ends=ops["end_ns"].to_numpy(np.int64), windows=windows)

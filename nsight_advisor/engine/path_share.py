@@ -18,6 +18,7 @@ import numpy as np
 
 from nsight_advisor.analysis.critical_path import EDGE_LABELS, critical_path, last_ops
 from nsight_advisor.analysis.step_graph import KIND_NAMES, StepGraph
+from nsight_advisor.common.runs import value_windows
 
 #: Segment labels (analysis/critical_path.py) of an operation's own time, of the host's work before a call and of
 #: a blocking call's wait for the GPU.
@@ -57,22 +58,24 @@ class StepPaths:
         """The share of ``capture_id``'s paths (those of its GPU ``device_id`` where its GPUs were walked apart) held
         by the operations a replay ``change`` (the keyword arguments of ``replay``) alters, percent; None when
         there is no path."""
-        mine = (self.capture == capture_id) & (self.op >= 0)
+        w = self._window(capture_id)  # the capture's segments lie together: a finding costs its capture's paths
+        what, length_ns = self.what[w], self.length_ns[w]
+        mine = (self.capture[w] == capture_id) & (self.op[w] >= 0)
         total = self.total_ns.get(int(capture_id), 0.0)
         key = (int(capture_id), -1 if device_id is None else int(device_id))
         if key in self.device_total_ns:
             total = self.device_total_ns[key]
-            mine &= self.device == key[1]
+            mine &= self.device[w] == key[1]
         if total <= 0:
             return None
-        op = np.maximum(self.op, 0)
-        held = np.zeros(len(self.op))
+        op = np.maximum(self.op[w], 0)
+        held = np.zeros(len(op))
         own = change.get("own_scale")
         if own is not None:
-            held += np.where((self.what == 0) & (own[op] < 1), self.length_ns, 0.0)
+            held += np.where((what == 0) & (own[op] < 1), length_ns, 0.0)
         lag = change.get("host_lag_scale")
         if lag is not None:
-            held += np.where(self.what == 1, self.length_ns * (1.0 - np.clip(lag[op], 0.0, 1.0)), 0.0)
+            held += np.where(what == 1, length_ns * (1.0 - np.clip(lag[op], 0.0, 1.0)), 0.0)
         drop = change.get("drop_wait")
         runs = 0.0
         if drop is not None and len(self.run_op):
@@ -82,12 +85,19 @@ class StepPaths:
             runs = float(self.run_held_ns[in_scope & drop[self.run_op]].sum())
         wait = change.get("wait_lag_scale")
         if wait is not None:  # the wait's own segment is the return's latency after the GPU work
-            held += np.where((self.what == 2) & ~(drop[op] if drop is not None else False),
-                             self.length_ns * (1.0 - np.clip(wait[op], 0.0, 1.0)), 0.0)
+            held += np.where((what == 2) & ~(drop[op] if drop is not None else False),
+                             length_ns * (1.0 - np.clip(wait[op], 0.0, 1.0)), 0.0)
         prompt = change.get("prompt_start")
         if prompt is not None:
-            held += np.where((self.what == 3) & prompt[op], self.excess_ns, 0.0)
+            held += np.where((what == 3) & prompt[op], self.excess_ns[w], 0.0)
         return round(100.0 * min((float(held[mine].sum()) + runs) / total, 1.0), 1)
+
+    def _window(self, capture_id: int) -> slice:
+        """The segments from the capture's first to its last (made once)."""
+        windows = self.__dict__.get("_windows")
+        if windows is None:
+            windows = self.__dict__["_windows"] = value_windows(self.capture)
+        return windows.get(int(capture_id), slice(0, 0))
 
 
 def step_paths(graph: StepGraph, steps: dict[int, list[tuple[int, int]]],

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from nsight_advisor.common import sql_params
-from nsight_advisor.analysis.critical_path import (critical_path, device_units, map_steps, path_summary, replay,
-                                                   step_totals)
+from nsight_advisor.analysis.critical_path import critical_path, device_units, map_steps, path_summary, step_totals
+from nsight_advisor.analysis.replay import replay
 from nsight_advisor.analysis.iterations import _quantile
 from nsight_advisor.analysis.steps import Steps, steps_of
 from nsight_advisor.analysis.step_graph import KERNEL, StepGraph, build_graph
@@ -38,7 +38,7 @@ MAX_ANALYSIS_OPS = 250_000
 MAX_ANALYSIS_STEPS = 256
 #: In an analysis, the findings' replays together visit at most this many operations (findings in rank order; the
 #: rest keep saving_ns None and ``summary.savings.findings_not_replayed`` counts them). A rank's finding in a job
-#: visits its rank's operations alone unless its fix moves a collective's last arrival (critical_path.replay);
+#: visits its rank's operations alone unless its fix moves a collective's last arrival (analysis/replay.py);
 #: when each replayed the whole graph, a job's cost grew with ranks squared (64 DLRM ranks: 761 findings x 51k
 #: operations, 116 of the analysis's 210 s). Ten million is about ten seconds.
 MAX_ANALYSIS_REPLAY_OPS = 10_000_000
