@@ -75,12 +75,14 @@ class Finding:
     # of the JSON). Claimed time (impact_ns) is not saved time where work overlaps: docs/impact.md.
     saving_ns: int | None = None
     # The share of the critical path of the capture's steps that this finding's operations hold (the kernels,
-    # host work or waits its fix changes), percent (nsight_advisor.engine.path_share); None where saving_ns is.
+    # host work or waits its fix changes), percent (nsight_advisor.engine.path_share); None where the capture has no
+    # steps or the fix is not modeled (set even where the replays' bound left saving_ns None).
     critical_path_pct: float | None = None
     # What the steps would save with this rule's fix applied at once wherever it fires on the same subject in the
     # replayed captures: every rank or GPU of a job, each with its own finding (nsight_advisor.engine.whatif). Where
     # ranks wait for each other at collectives, one rank's fix alone may save nothing while all of them together
-    # save much; None where the rule fires on one rank or GPU only, or has no saving_ns (then left out of the JSON).
+    # save much; None where the rule fires on one rank or GPU only, its fix is not modeled, or the replays' bound was
+    # reached (then left out of the JSON). Replayed before the findings one by one, so a large job keeps it.
     saving_all_ranks_ns: int | None = None
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -36,17 +36,19 @@ MAX_ANALYSIS_OPS = 250_000
 #: steps, scaled, are within 0.01% (low-tensor-core-use) and 1.3% (sync-stall) of those of 3,031 steps; 64 steps
 #: were 12.5% off on sync-stall, whose waits vary over longer stretches).
 MAX_ANALYSIS_STEPS = 256
-#: In an analysis, the findings' replays together visit at most this many operations (findings in rank order; the
-#: rest keep saving_ns None and ``summary.savings.findings_not_replayed`` counts them). A rank's finding in a job
+#: In an analysis, the replays together visit at most this many operations: each rule's fix on all ranks at once,
+#: then the findings in rank order (the rest keep saving_ns None and ``summary.savings.findings_not_replayed``
+#: counts them). A rank's finding in a job
 #: visits its rank's operations alone unless its fix moves a collective's last arrival (analysis/replay.py);
 #: when each replayed the whole graph, a job's cost grew with ranks squared (64 DLRM ranks: 761 findings x 51k
 #: operations, 116 of the analysis's 210 s). Ten million is about ten seconds.
 MAX_ANALYSIS_REPLAY_OPS = 10_000_000
 #: What a finding's replay costs beyond the operations it visits, counted against MAX_ANALYSIS_REPLAY_OPS as this
-#: share of the graph's operations: making the fix, copying the unchanged replay, finding the operations that
-#: moved and measuring their steps each take a pass over the graph. On 64 DLRM ranks (51,000 operations) a rank's
-#: finding took about 12 ms, of which visiting its rank's 800 operations 1 ms.
-REPLAY_PASS_SHARE = 0.25
+#: share of the graph's operations: making its change whole again, copying the unchanged replay, finding the
+#: operations that moved and measuring their steps each take a pass over the graph (its fix, made before the
+#: replays, reads its capture's operations alone). On 256 DLRM ranks (205,000 operations) a finding's replay took
+#: about 3.3 ms, of which visiting its rank's 800 operations about 1 ms: the rest is 2,500 operations' worth.
+REPLAY_PASS_SHARE = 0.0125
 
 
 @dataclass
@@ -244,29 +246,32 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
         return {"captures": [], "steps": 0, "findings": 0}
     before = model.totals()
     paths = step_paths(model.graph, model.steps, model.base, model.units)
-    given = skipped = 0
-    # the ops the replays visited (a rank's finding in a job visits its rank's ops alone), and per finding the
-    # passes over the graph around its replay (REPLAY_PASS_SHARE)
-    cost = {"ops": 0}
     eligible = [f for f in findings if f.capture_id in model.steps and f.impact_ns > 0]
     gaps = finding_gaps(con, model.graph, [f for f in eligible if f.internal.get("part", "kernel") == "idle"])
-    sizes = model.graph.ops["capture_id"].value_counts().to_dict()
-    passes = int(len(model.graph) * REPLAY_PASS_SHARE)
+    # every finding's fix first (a pass over its capture's ops), kept as the ops it alters
     changes: dict[int, dict[str, Any]] = {}
     for f in eligible:
+        change = fix_of(con, model.graph, f, gaps)
+        if change is None:  # a rule whose fix is not in the replay
+            continue
+        changes[id(f)] = _sparse(change)  # a job keeps one per finding: as whole-graph arrays, too much memory
+        f.critical_path_pct = paths.share_pct(f.capture_id, change, f.device_id)
+    fixed = [f for f in eligible if id(f) in changes]
+    # then the replays, within MAX_ANALYSIS_REPLAY_OPS: each rule's fix on all ranks at once before the findings one
+    # by one (a job's table ranks a rule by its all-ranks saving; a finding visits its rank's ops and the passes
+    # around it, REPLAY_PASS_SHARE)
+    cost = {"ops": _all_ranks_savings(model, before, fixed, changes, MAX_ANALYSIS_REPLAY_OPS)}
+    sizes = model.graph.ops["capture_id"].value_counts().to_dict()
+    passes = int(len(model.graph) * REPLAY_PASS_SHARE)
+    given = skipped = 0
+    for f in fixed:
         if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < sizes.get(f.capture_id, 0) + passes:
             skipped += 1
             continue
-        change = fix_of(con, model.graph, f, gaps)
-        if change is None:  # a rule whose fix is not in the replay: found out at once
-            continue
         cost["ops"] += passes
-        changes[id(f)] = _sparse(change)  # kept for the fixes of several ranks at once, in little memory
-        f.critical_path_pct = paths.share_pct(f.capture_id, change, f.device_id)
+        change = _combine_sparse([changes[id(f)]], len(model.graph))
         f.saving_ns = _saved(model, before, replay(model.graph, **change, cost=cost))
         given += 1
-    _all_ranks_savings(model, before, [f for f in eligible if id(f) in changes], changes,
-                       MAX_ANALYSIS_REPLAY_OPS - cost["ops"])
     return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
             "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given,
             "ranked_by": "saving_ns" if given else "impact_ns",
@@ -289,10 +294,10 @@ def _saved(model: StepModel, before: dict[tuple[int, int], float], after: tuple[
 
 
 def _all_ranks_savings(model: StepModel, before: dict[tuple[int, int], float], findings: list[Finding],
-                       changes: dict[int, dict[str, Any]], budget: int) -> None:
+                       changes: dict[int, dict[str, Any]], budget: int) -> int:
     """Set ``saving_all_ranks_ns`` on the findings of each rule and subject that fires on two or more ranks or GPUs:
     their fixes applied at once, replayed within ``budget`` operations (ranks waiting for each other at a
-    collective gain nothing from one rank's fix alone)."""
+    collective gain nothing from one rank's fix alone); returns the operations used."""
     from nsight_advisor.engine.combined_view import finding_subject
 
     groups: dict[tuple[str, str], list[Finding]] = {}
@@ -307,6 +312,7 @@ def _all_ranks_savings(model: StepModel, before: dict[tuple[int, int], float], f
         saved = _saved(model, before, replay(model.graph, **together))
         for f in members:
             f.saving_all_ranks_ns = saved
+    return used
 
 
 def _sparse(change: dict[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
