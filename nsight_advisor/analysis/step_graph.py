@@ -132,15 +132,9 @@ def build_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
                 spans: dict[int, tuple[int, int]] | None = None) -> StepGraph:
     """The graph of ``capture_ids``' operations, each capture's limited to ``spans[capture_id]`` = (start, end) on
     its own clock (operations overlapping it) when given."""
-    import pandas as pd
-
     ids = [int(i) for i in capture_ids]
     offsets = _offsets(con, ids)
-    frames = []
-    for cid in ids:
-        lo, hi = (spans or {}).get(cid, (-(2 ** 62), 2 ** 62))
-        frames.append(_ops(con, cid, lo, hi, offsets.get(cid, 0)))
-    ops = pd.concat(frames, ignore_index=True) if frames else _ops(con, -1, 0, 0, 0)
+    ops = _ops(con, ids, [(spans or {}).get(cid, (-(2 ** 62), 2 ** 62)) for cid in ids], offsets)
     # times from the earliest op: float64 replays of epoch nanoseconds (1.7e18) would round to 256 ns
     t0 = int(ops["start_ns"].min()) if len(ops) else 0
     ops["start_ns"] -= t0
@@ -169,30 +163,36 @@ def _offsets(con, ids: list[int]) -> dict[int, int]:
     return {int(c): int(o or 0) for c, o in rows}
 
 
-def _ops(con, cid: int, lo: int, hi: int, offset: int) -> pd.DataFrame:
-    """Host calls and GPU operations of one capture overlapping [lo, hi], times plus the clock offset; in a fixed
-    order, so that ties between operations (the critical path's first by index) go the same way every run."""
+def _ops(con, ids: list[int], spans: list[tuple[int, int]], offsets: dict[int, int]) -> pd.DataFrame:
+    """Host calls and GPU operations of each of ``ids`` overlapping its span (lo, hi), times plus its clock offset,
+    capture by capture in one query, in a fixed order: ties (the critical path's first by index) go one way."""
     frame = sql_params.execute(con, """
-        with names as (select name_id, name from kernel_names where capture_id = $cid)
-        select capture_id, 0::tinyint as kind, pid, tid, null::integer as device_id, null::integer as stream_id,
-               correlation_id, base_name as name, start_ns + $off as start_ns, end_ns + $off as end_ns
-        from cuda_api_calls
-        where capture_id = $cid and end_ns >= $lo and start_ns <= $hi and end_ns >= start_ns
+        with spans as (select unnest($ids::integer[]) as capture_id, unnest($pos::integer[]) as pos,
+                              unnest($lo::bigint[]) as lo, unnest($hi::bigint[]) as hi, unnest($off::bigint[]) as off)
+        select s.pos, a.capture_id, 0::tinyint as kind, a.pid, a.tid, null::integer as device_id,
+               null::integer as stream_id, a.correlation_id, a.base_name as name, a.start_ns + s.off as start_ns,
+               a.end_ns + s.off as end_ns
+        from cuda_api_calls a join spans s using (capture_id)
+        where a.end_ns >= s.lo and a.start_ns <= s.hi and a.end_ns >= a.start_ns
         union all
-        select r.capture_id, 1, r.pid, null, r.device_id, r.stream_id, r.correlation_id, n.name,
-               r.start_ns + $off, r.end_ns + $off
-        from kernel_rows r left join names n on n.name_id = r.name_id
-        where r.capture_id = $cid and r.end_ns >= $lo and r.start_ns <= $hi and r.end_ns >= r.start_ns
+        select s.pos, r.capture_id, 1, r.pid, null, r.device_id, r.stream_id, r.correlation_id, n.name,
+               r.start_ns + s.off, r.end_ns + s.off
+        from kernel_rows r join spans s using (capture_id)
+        left join kernel_names n on n.capture_id = r.capture_id and n.name_id = r.name_id
+        where r.end_ns >= s.lo and r.start_ns <= s.hi and r.end_ns >= r.start_ns
         union all
-        select capture_id, 2, pid, null, device_id, stream_id, correlation_id, coalesce(direction, 'memcpy'),
-               start_ns + $off, end_ns + $off
-        from memcpys where capture_id = $cid and end_ns >= $lo and start_ns <= $hi and end_ns >= start_ns
+        select s.pos, m.capture_id, 2, m.pid, null, m.device_id, m.stream_id, m.correlation_id,
+               coalesce(m.direction, 'memcpy'), m.start_ns + s.off, m.end_ns + s.off
+        from memcpys m join spans s using (capture_id)
+        where m.end_ns >= s.lo and m.start_ns <= s.hi and m.end_ns >= m.start_ns
         union all
-        select capture_id, 3, pid, null, device_id, stream_id, correlation_id, 'memset',
-               start_ns + $off, end_ns + $off
-        from memsets where capture_id = $cid and end_ns >= $lo and start_ns <= $hi and end_ns >= start_ns
-        order by kind, start_ns, end_ns, pid, tid, device_id, stream_id, correlation_id, name
-        """, {"cid": cid, "lo": lo, "hi": hi, "off": offset}).df()
+        select s.pos, m.capture_id, 3, m.pid, null, m.device_id, m.stream_id, m.correlation_id, 'memset',
+               m.start_ns + s.off, m.end_ns + s.off
+        from memsets m join spans s using (capture_id)
+        where m.end_ns >= s.lo and m.start_ns <= s.hi and m.end_ns >= m.start_ns
+        order by pos, kind, start_ns, end_ns, pid, tid, device_id, stream_id, correlation_id, name
+        """, {"ids": ids, "pos": list(range(len(ids))), "lo": [lo for lo, _hi in spans],
+              "hi": [hi for _lo, hi in spans], "off": [offsets.get(cid, 0) for cid in ids]}).df().drop(columns="pos")
     # RE2 (DuckDB's regular expressions) has no lookahead: the blocking calls are told here
     frame["blocking"] = (frame["kind"] == HOST).to_numpy() & names_matching(frame["name"], BLOCKING_CALL, regex=True)
     return frame
