@@ -14,9 +14,12 @@ busy as (
     left join gpu_time_partition c on c.capture_id = r.capture_id and c.device_id = r.device_id and c.part = 'comm'
 ),
 spread as (
+    -- the busiest rank, one row of them (ties: the lowest rank): three arg_max calls could each take another tied row,
+    -- and which one varied from run to run on a job's replicated ranks
     select job, count(*) as ranks, median(busy_ns) as median_busy_ns, max(busy_ns) as max_busy_ns,
-           min(busy_ns) as min_busy_ns, arg_max(rank, busy_ns) as busiest_rank,
-           arg_max(capture_id, busy_ns) as busiest_capture_id, arg_max(device_id, busy_ns) as busiest_device_id,
+           min(busy_ns) as min_busy_ns,
+           first(struct_pack(rank := rank, capture_id := capture_id, device_id := device_id)
+                 order by busy_ns desc, rank, capture_id, device_id) as busiest,
            median(window_ns) as median_window_ns, max(window_ns) as max_window_ns
     from busy
     group by job
@@ -24,7 +27,7 @@ spread as (
 )
 select
     b.rank,
-    s.busiest_device_id as device_id,
+    s.busiest.device_id as device_id,
     b.capture_id as rank_capture_id,
     b.device_id as rank_device_id,
     b.busy_ns,
@@ -32,13 +35,13 @@ select
     b.window_ns,
     cast(round(b.busy_ns - s.median_busy_ns) as bigint) as above_median_ns,
     s.ranks,
-    s.busiest_rank,
+    s.busiest.rank as busiest_rank,
     cast(round(s.median_busy_ns) as bigint) as median_busy_ns,
     s.min_busy_ns,
     round(100.0 * (s.max_busy_ns - s.median_busy_ns) / nullif(s.median_busy_ns, 0), 2) as imbalance_pct,
     round(100.0 * (s.max_window_ns - s.median_window_ns) / nullif(s.median_window_ns, 0), 2) as window_spread_pct,
-    case when b.rank = s.busiest_rank then cast(round(s.max_busy_ns - s.median_busy_ns) as bigint) else 0 end
+    case when b.rank = s.busiest.rank then cast(round(s.max_busy_ns - s.median_busy_ns) as bigint) else 0 end
         as impact_ns
 from busy b
 join spread s on s.job = b.job
-where s.busiest_capture_id = $capture_id
+where s.busiest.capture_id = $capture_id
