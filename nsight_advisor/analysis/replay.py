@@ -74,55 +74,55 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
     l0, own_l, gl, wp = prep["lag"][0], prep["own"], prep["glag"], prep["wp"]
     l1, l2, wl, p1 = prep["lag"][1], prep["lag"][2], prep["wl"], prep["pred"][1]
     # the change is made in the kept lists and undone after the replay: copying them cost the whole graph a replay
-    edits: list[tuple[list, int, Any]] = []  # (list, index, value before)
+    edits: list[tuple[list, list[int], list]] = []  # (list, indexes, their values before)
 
-    def edit(values: list, i: int, value) -> None:
-        edits.append((values, i, values[i]))
-        values[i] = value
+    def edit(values: list, at: list[int], new: list) -> None:
+        edits.append((values, at, [values[i] for i in at]))
+        for i, v in zip(at, new):
+            values[i] = v
 
     changed = []
     try:
         if relaunch is not None:
             at, calls, launch_lags, stream_lags = (np.asarray(x).tolist() for x in relaunch)
             changed += [np.asarray(at, np.int64), np.asarray(calls, np.int64)]  # a launching call's capture counts
-            for i, c, a, b in zip(at, calls, launch_lags, stream_lags):
-                edit(p1, i, c)
-                edit(l1, i, a)
-                if b == b:  # NaN: kept
-                    edit(l2, i, b)
+            edit(p1, at, calls)
+            edit(l1, at, launch_lags)
+            kept = [(i, b) for i, b in zip(at, stream_lags) if b == b]  # NaN: the stream lag kept
+            edit(l2, [i for i, _b in kept], [b for _i, b in kept])
         if own_scale is not None:
             at = np.flatnonzero(own_scale != 1)
             changed.append(at)
-            for i, f in zip(at.tolist(), own_scale[at].tolist()):
-                edit(own_l, i, own_l[i] * f)
-                edit(gl, i, gl[i] * f)
+            at, fs = at.tolist(), own_scale[at].tolist()
+            edit(own_l, at, [own_l[i] * f for i, f in zip(at, fs)])
+            edit(gl, at, [gl[i] * f for i, f in zip(at, fs)])
         if host_lag_scale is not None:
             at = np.flatnonzero((host_lag_scale != 1) & ~g.from_start[:, 0] & (g.lag[:, 0] != 0))
             changed.append(at)
-            for i, f in zip(at.tolist(), host_lag_scale[at].tolist()):
-                edit(l0, i, l0[i] * f)
+            at, fs = at.tolist(), host_lag_scale[at].tolist()
+            edit(l0, at, [l0[i] * f for i, f in zip(at, fs)])
         if drop_wait is not None:
             at = np.flatnonzero(drop_wait & (g.wait_pred >= 0))
             changed.append(at)
-            for i in at.tolist():
-                edit(wp, i, -1)
+            edit(wp, at.tolist(), [-1] * len(at))
         if prompt_start is not None:
             at = np.flatnonzero(prompt_start & (g.kinds != HOST))
             changed.append(at)
             launch, stream = float(g.typical.get("launch", 0)), float(g.typical.get("stream", 0))
-            for i in at.tolist():
-                edit(l1, i, min(l1[i], launch))
-                edit(l2, i, min(l2[i], stream))
+            at = at.tolist()
+            edit(l1, at, [min(l1[i], launch) for i in at])
+            edit(l2, at, [min(l2[i], stream) for i in at])
         if wait_lag_scale is not None:
             at = np.flatnonzero((wait_lag_scale != 1) & (g.wait_pred >= 0) & (g.wait_lag != 0))
             changed.append(at)
-            for i, f in zip(at.tolist(), wait_lag_scale[at].tolist()):
-                edit(wl, i, wl[i] * f)
+            at, fs = at.tolist(), wait_lag_scale[at].tolist()
+            edit(wl, at, [wl[i] * f for i, f in zip(at, fs)])
         touched = np.concatenate(changed) if changed else np.zeros(0, np.int64)
         return _replayed(g, prep, touched, (prep, p1, l0, l1, l2, own_l, gl, wp, wl), cost)
     finally:
-        for values, i, value in reversed(edits):
-            values[i] = value
+        for values, at, before in reversed(edits):
+            for i, v in zip(at, before):
+                values[i] = v
 
 
 def _replayed(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, args: tuple, cost: dict[str, int] | None
@@ -149,12 +149,9 @@ def _replayed(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, args: tup
     if scoped is not None:
         return scoped
     cost["ops"] = cost.get("ops", 0) + len(prep["order"]) - k
-    ns, ne = prep["scratch"]
-    try:
-        _visit(ns, ne, prep["order"], prep["is_end"], k, *args)
-        return np.asarray(ns), np.asarray(ne)
-    finally:
-        _give_back(prep, islice(prep["order"], k, None))
+    # most of the graph is visited here: copies (in C) cost less than giving back every visited entry
+    ns, ne = _visit(*map(list.copy, prep["base_lists"]), prep["order"], prep["is_end"], k, *args)
+    return np.asarray(ns), np.asarray(ne)
 
 
 def _give_back(prep: dict[str, Any], visited) -> None:

@@ -190,10 +190,12 @@ edge_calls as (
 -- the thread that launched the operation ending the gap (the earliest call of its correlation id), for a trailing
 -- gap the one it follows: the thread whose work the GPU waited for (host_activity reads what it did)
 launcher as (
+    -- ordered by structs, every tie broken: a double side * 1e18 + correlation_id rounded the correlation id
+    -- to 128 (nearby ids compared equal), and which of the tied calls was taken varied from run to run
     select capture_id, device_id, gap_start_ns,
-           arg_min(t, side * 1e18 + correlation_id) as launch_thread
+           arg_min(t, struct_pack(s := side, c := correlation_id, p := t.pid, h := t.tid)) as launch_thread
     from (select capture_id, device_id, gap_start_ns, side, correlation_id,
-                 arg_min(struct_pack(pid := pid, tid := tid), start_ns) as t
+                 arg_min(struct_pack(pid := pid, tid := tid), struct_pack(s := start_ns, p := pid, h := tid)) as t
           from edge_calls
           where tid is not null
           group by all)

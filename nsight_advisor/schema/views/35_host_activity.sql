@@ -160,7 +160,8 @@ before as (
     -- earliest call of its correlation id)
     select w.capture_id, null::integer as device_id, -2 as dev, c.start_ns, w.start_ns as end_ns,
            w.start_ns - c.start_ns as duration_ns, 'before-window' as cause,
-           (select arg_min(struct_pack(pid := a.pid, tid := a.tid), a.start_ns * 1e9 + o.correlation_id)
+           (select arg_min(struct_pack(pid := a.pid, tid := a.tid),
+                           struct_pack(s := a.start_ns, c := o.correlation_id, p := a.pid, h := a.tid))
             from gpu_ops o
             join cuda_api_calls a on a.capture_id = o.capture_id and a.pid = o.pid
                 and a.correlation_id = o.correlation_id
