@@ -38,10 +38,9 @@ MAX_ANALYSIS_OPS = 250_000
 MAX_ANALYSIS_STEPS = 256
 #: In an analysis, the replays together visit at most this many operations: each rule's fix on all ranks at once,
 #: then the findings in rank order (the rest keep saving_ns None and ``summary.savings.findings_not_replayed``
-#: counts them). A rank's finding in a job
-#: visits its rank's operations alone unless its fix moves a collective's last arrival (analysis/replay.py);
-#: when each replayed the whole graph, a job's cost grew with ranks squared (64 DLRM ranks: 761 findings x 51k
-#: operations, 116 of the analysis's 210 s). Ten million is about ten seconds.
+#: counts them). A rank's finding in a job visits its rank's operations alone unless its fix moves a collective's
+#: last arrival (analysis/replay.py); when each replayed the whole graph, a job's cost grew with ranks squared (64
+#: DLRM ranks: 761 findings x 51k operations, 116 of the analysis's 210 s). Ten million is about ten seconds.
 MAX_ANALYSIS_REPLAY_OPS = 10_000_000
 #: What a finding's replay costs beyond the operations it visits, counted against MAX_ANALYSIS_REPLAY_OPS as this
 #: share of the graph's operations: making its change whole again, copying the unchanged replay, finding the
