@@ -154,13 +154,6 @@ def _replayed(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, args: tup
     return np.asarray(ns), np.asarray(ne)
 
 
-def _give_back(prep: dict[str, Any], visited) -> None:
-    """The scratch lists' entries of the ``visited`` ops set back to the unchanged replay's."""
-    (ns, ne), (base_ns, base_ne) = prep["scratch"], prep["base_lists"]
-    for i in visited:
-        ns[i], ne[i] = base_ns[i], base_ne[i]
-
-
 def _scoped(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, k: int, args: tuple,
             cost: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
     """The replay of a change to the ops of one capture of several, visiting that capture's ops alone (from its
@@ -194,8 +187,10 @@ def _scoped(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, k: int, arg
             starts[at] = [ns[i] for i in visited]
             ends[at] = [ne[i] for i in visited]
         return starts, ends
-    finally:
-        _give_back(prep, visited)
+    finally:  # the scratch lists given back the unchanged replay's times where visited
+        base_ns, base_ne = prep["base_lists"]
+        for i in visited:
+            ns[i], ne[i] = base_ns[i], base_ne[i]
 
 
 def _scopes(g: StepGraph, prep: dict[str, Any]) -> dict[int, tuple]:

@@ -222,9 +222,10 @@ def kernel_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
     # the finding's kernels: those of its capture (and device), then those of each claimed name among them
     w = capture_window(g, f.capture_id)
     mine = index.kernels[np.searchsorted(index.kernels, w.start):np.searchsorted(index.kernels, w.stop)]
-    mine = mine[index.capture[mine] == f.capture_id]
+    cols = _columns(g)
+    mine = mine[cols.capture[mine] == f.capture_id]
     if f.device_id is not None:
-        mine = mine[index.device[mine] == f.device_id]
+        mine = mine[cols.device[mine] == f.device_id]
     scale = np.ones(len(g))
     for subject, ns in claims:
         total = times.get(subject, 0)
@@ -239,15 +240,14 @@ def kernel_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
 @dataclass
 class _KernelIndex:
     kernels: np.ndarray  # positions of the graph's kernels
-    capture: np.ndarray  # each operation's capture
-    device: np.ndarray  # each operation's device (nan: none)
     codes: np.ndarray  # each operation's name, as a code
     by_subject: dict[str, list[int]]  # a name or short name: the codes of the names it stands for
 
 
 def _kernel_index(g: StepGraph) -> _KernelIndex:
-    """The graph's kernels by capture, device and name, made once per graph (not once per finding: 41 kernel
-    findings on the 8 DLRM ranks compared 262k names per claim), each distinct name shortened once."""
+    """The graph's kernels and their names as codes (their captures and devices: :func:`_columns`), made once per
+    graph (not once per finding: 41 kernel findings on the 8 DLRM ranks compared 262k names per claim), each
+    distinct name shortened once."""
     kept = g.__dict__.get("_kernel_index")
     if kept is None:
         import pandas as pd  # pandas only where a step is replayed (tests/test_sql_params.py)
@@ -261,8 +261,7 @@ def _kernel_index(g: StepGraph) -> _KernelIndex:
             if short != name:
                 by_subject.setdefault(short, []).append(code)
         kept = g.__dict__["_kernel_index"] = _KernelIndex(
-            kernels=np.flatnonzero(ops["kind"].to_numpy() == KERNEL), capture=ops["capture_id"].to_numpy(),
-            device=ops["device_id"].to_numpy(dtype=float, na_value=np.nan), codes=np.asarray(codes),
+            kernels=np.flatnonzero(ops["kind"].to_numpy() == KERNEL), codes=np.asarray(codes),
             by_subject=by_subject)
     return kept
 
