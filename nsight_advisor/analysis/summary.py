@@ -244,46 +244,57 @@ def _categories(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 def _utilization(con: duckdb.DuckDBPyConnection, captures: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    series = []
+    # Each capture's bins, then one query for all captures (once per capture: 1.2 s of queries at 256 ranks).
+    binned = {}
     for cap in captures:
         if not cap["active_devices"]:
             continue
-        cid = int(cap["capture_id"])
         start_ns = cap["start_ns"]
         end_ns = cap["end_ns"]
         if start_ns is None or end_ns is None or end_ns <= start_ns:
             continue
         bin_ns = max(1, math.ceil((end_ns - start_ns) / UTILIZATION_BINS))
-        n_bins = math.ceil((end_ns - start_ns) / bin_ns)
-        # Most islands fall inside one bin and are summed by bin index; only those spanning bins are split.
-        params = {"start_ns": start_ns, "bin_ns": bin_ns, "n_bins": n_bins, "cid": cid}
-        busy_ns = [0.0] * n_bins
-        for b, v in sql_params.execute(con, """
-            with i as (
-                select start_ns, end_ns, (start_ns - $start_ns) // $bin_ns as b0, (end_ns - 1 - $start_ns) // $bin_ns as b1
-                from _summary_islands where capture_id = $cid
-            ),
-            single as (select b0 as bin, sum(end_ns - start_ns) as busy_ns from i where b0 = b1 group by 1),
-            bins as (
-                select b as bin, $start_ns + b * $bin_ns as bin_start_ns, $start_ns + (b + 1) * $bin_ns as bin_end_ns
-                from range(0, $n_bins) t(b)
-            ),
-            spanning as (
-                select b.bin, sum(least(i.end_ns, b.bin_end_ns) - greatest(i.start_ns, b.bin_start_ns)) as busy_ns
-                from i join bins b on b.bin between i.b0 and i.b1
-                where i.b0 < i.b1 group by 1
-            )
-            select bin, busy_ns from single union all select bin, busy_ns from spanning
-        """, params).fetchall():
-            if 0 <= b < n_bins:
-                busy_ns[int(b)] += float(v)
-        rows = list(enumerate(busy_ns))
+        binned[int(cap["capture_id"])] = (int(start_ns), bin_ns, math.ceil((end_ns - start_ns) / bin_ns))
+    if not binned:
+        return []
+    busy = {cid: [0.0] * n_bins for cid, (_start, _bin, n_bins) in binned.items()}
+    params = {"cids": list(binned), "starts": [v[0] for v in binned.values()],
+              "bins": [v[1] for v in binned.values()], "counts": [v[2] for v in binned.values()]}
+    # Most islands fall inside one bin and are summed by bin index; only those spanning bins are split.
+    for cid, b, v in sql_params.execute(con, """
+        with p as (
+            select unnest($cids::integer[]) as capture_id, unnest($starts::bigint[]) as s0,
+                   unnest($bins::bigint[]) as bin_ns, unnest($counts::bigint[]) as n_bins
+        ),
+        i as (
+            select i.capture_id, i.start_ns, i.end_ns, p.s0, p.bin_ns, p.n_bins,
+                   (i.start_ns - p.s0) // p.bin_ns as b0, (i.end_ns - 1 - p.s0) // p.bin_ns as b1
+            from _summary_islands i join p using (capture_id)
+        ),
+        single as (select capture_id, b0 as bin, sum(end_ns - start_ns) as busy_ns from i where b0 = b1 group by 1, 2),
+        spanning as (
+            select capture_id, bin,
+                   sum(least(end_ns, s0 + (bin + 1) * bin_ns) - greatest(start_ns, s0 + bin * bin_ns)) as busy_ns
+            from (select *, unnest(range(greatest(b0, 0), least(b1, n_bins - 1) + 1)) as bin from i where b0 < b1)
+            group by 1, 2
+        )
+        select capture_id, bin, busy_ns from single union all select capture_id, bin, busy_ns from spanning
+    """, params).fetchall():
+        n_bins = binned[int(cid)][2]
+        if 0 <= b < n_bins:
+            busy[int(cid)][int(b)] += float(v)
+    series = []
+    for cap in captures:
+        cid = int(cap["capture_id"])
+        if cid not in binned:
+            continue
+        start_ns, bin_ns, _n = binned[cid]
         denom = bin_ns * cap["active_devices"]
         series.append({
             "capture_id": cid,
-            "start_ns": int(start_ns),
+            "start_ns": start_ns,
             "bin_ns": int(bin_ns),
-            "busy_pct": [round(min(100.0, 100.0 * float(v) / denom), 2) for _, v in rows],
+            "busy_pct": [round(min(100.0, 100.0 * float(v) / denom), 2) for v in busy[cid]],
         })
     return series
 

@@ -183,11 +183,11 @@ def settle_impacts(con: duckdb.DuckDBPyConnection, captures: list[dict], finding
     """Reconcile the findings' claims against each device's time partition (nsight_advisor.engine.impact) and
     rank them; returns the findings and the accounting they were settled against."""
     from nsight_advisor.analysis import accounting
-    from nsight_advisor.engine.impact import kernel_time_by_name, reconcile
+    from nsight_advisor.engine.impact import kernel_times, reconcile
 
     ids = [c["capture_id"] for c in captures]
     accounts = accounting.read_accounting(con, ids)
-    settled = reconcile(findings, captures, accounts, {cid: kernel_time_by_name(con, cid) for cid in ids})
+    settled = reconcile(findings, captures, accounts, kernel_times(con, ids))
     mark_harness(settled)
     settled.sort(key=finding_rank)
     accounting.add_idle_claims(accounts, settled)
