@@ -137,12 +137,14 @@ def format_from_suffix(output: Path | None) -> str:
 
 def write_report(result, fmt: str, output: Path | None) -> None:
     """Render ``result`` as ``fmt`` to ``output`` (atomically) or stdout."""
-    kept_at = result_cache.rendered_path(result, fmt)
+    # one conversion for the kept report's name and the render (each converts the whole result)
+    doc = result.to_dict() if callable(getattr(result, "to_dict", None)) else result
+    kept_at = result_cache.rendered_path(result, fmt, doc)
     text = result_cache.read_rendered(kept_at)
     if text is None:
         from nsight_advisor.report import render
 
-        text = render(result, fmt)
+        text = render(doc, fmt)
         result_cache.write_rendered(kept_at, text)
     if output is None:
         write_stdout(text)

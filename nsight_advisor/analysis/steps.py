@@ -7,9 +7,9 @@ replay's numpy and pandas (most small exports have none: docs/performance.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from nsight_advisor.analysis.iterations import find_all_iterations
+from nsight_advisor.analysis.iterations import Iterations, find_all_iterations
 from nsight_advisor.common import sql_params
 
 if TYPE_CHECKING:
@@ -19,12 +19,17 @@ if TYPE_CHECKING:
 Steps = tuple[list[tuple[int, int]], str]
 
 
-def steps_of(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int]) -> dict[int, Steps]:
+def steps_of(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
+             iterations: Mapping[int, Iterations | None] | None = None) -> dict[int, Steps]:
     """The captures, of ``capture_ids``, that have steps, with their steps (asked for all captures at once): a
-    capture's steady iterations, else its ``ProfilerStep#N`` ranges."""
+    capture's steady iterations, else its ``ProfilerStep#N`` ranges. ``iterations``: the captures' iterations
+    when already found (an analysis finds them before it moves its window to the steady state: the steps replayed
+    are the iterations that window was set by, and they are not looked for twice)."""
     ids = [int(c) for c in capture_ids]
+    if iterations is None:
+        iterations = find_all_iterations(con, ids)
     out: dict[int, Steps] = {}
-    for cid, found in find_all_iterations(con, ids).items():
+    for cid, found in iterations.items():
         if found is not None:
             out[cid] = (list(found.spans[found.warmup:]), found.source)
     rest = [c for c in ids if c not in out]

@@ -149,7 +149,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     mark_paced(findings, pacing)
     findings, accounts = settle_impacts(con, captures, findings)
     reword_paced(findings, pacing)
-    found_steps = steps_of(con, capture_ids)
+    found_steps = steps_of(con, capture_ids, {c: iterations.get(c) for c in capture_ids})
     if found_steps:  # the replay's numpy and pandas only where there is a step to replay
         from nsight_advisor.engine.whatif import (MAX_ANALYSIS_OPS, MAX_ANALYSIS_STEPS, attach_savings,
                                                   graph_candidates, step_model)

@@ -93,7 +93,8 @@ def write_result(key: str, result: Any, decode: Decode) -> bool:
         text = json.dumps(doc, allow_nan=False)
     except (TypeError, ValueError):
         return False
-    if json.loads(text) != doc or decode(json.loads(text)).to_dict() != doc:
+    back = json.loads(text)
+    if back != doc or decode(back).to_dict() != doc:
         return False  # would not come back identical (tuples, non-JSON values): not worth a surprise
     folder = results_dir()
     if not cache_safety.usable_subdir(folder):  # a link or another user's folder: nothing is kept there
@@ -118,8 +119,9 @@ def write_result(key: str, result: Any, decode: Decode) -> bool:
     return True
 
 
-def rendered_path(result: Any, fmt: str) -> Path | None:
+def rendered_path(result: Any, fmt: str, doc: dict | None = None) -> Path | None:
     """Where ``result`` rendered as ``fmt`` is kept beside its cached result; None when the result is not cached.
+    ``doc``: ``result.to_dict()`` when the caller has it.
 
     The result's own digest is part of the name: a caller that changed the result after analyze() gets a fresh
     render, never one of the unchanged result. (Computed once per report: the digest serializes the whole
@@ -127,7 +129,8 @@ def rendered_path(result: Any, fmt: str) -> Path | None:
     key = getattr(result, "_cache_key", None)
     if key is None:
         return None
-    digest = hashlib.sha256(json.dumps(result.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    doc = result.to_dict() if doc is None else doc
+    digest = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return results_dir() / f"{key}.{digest}.{fmt}"
 
 
