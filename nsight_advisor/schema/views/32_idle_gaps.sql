@@ -70,12 +70,20 @@ host_calls as (
     join procs p on p.capture_id = a.capture_id and p.pid = a.pid
     where a.api_class not in ('launch', 'other') or a.duration_ns >= 1000000
 ),
-call_spans as (
-    select c.*, f.gap_no as first_no, l.gap_no as last_no
+call_firsts as (
+    -- a call that overlaps no gap starts none before it ends: dropped before the second as-of join, which then
+    -- probes the few calls that overlap one (with 4.9M NVTX ranges below, the two joins over every range took
+    -- 1.9 s, joined one after the other 0.75 s)
+    select c.*, f.gap_no as first_no
     from host_calls c
     asof join judged f on f.capture_id = c.capture_id and f.dev = c.dev and c.start_ns < f.end_ns
+    where f.start_ns <= c.end_ns
+),
+call_spans as (
+    select c.*, l.gap_no as last_no
+    from call_firsts c
     asof join judged l on l.capture_id = c.capture_id and l.dev = c.dev and c.end_ns >= l.start_ns
-    where f.gap_no <= l.gap_no
+    where c.first_no <= l.gap_no
 ),
 calls as (
     select g.capture_id, g.device_id, g.start_ns as gap_start_ns, g.duration_ns as gap_ns,
@@ -102,12 +110,17 @@ host_ranges as (
     join procs p on p.capture_id = n.capture_id and p.pid = n.pid
     where n.event_type <> 'mark' and n.end_ns > n.start_ns
 ),
-range_spans as (
-    select n.*, f.gap_no as first_no, l.gap_no as last_no
+range_firsts as (
+    select n.*, f.gap_no as first_no
     from host_ranges n
     asof join judged f on f.capture_id = n.capture_id and f.dev = n.dev and n.start_ns < f.end_ns
+    where f.start_ns < n.end_ns
+),
+range_spans as (
+    select n.*, l.gap_no as last_no
+    from range_firsts n
     asof join judged l on l.capture_id = n.capture_id and l.dev = n.dev and n.end_ns > l.start_ns
-    where f.gap_no <= l.gap_no
+    where n.first_no <= l.gap_no
 ),
 ranges as (
     select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
