@@ -181,6 +181,44 @@ def test_a_short_gap_after_a_synchronization_returned_is_sync_not_launch(memory_
                     (200_000, 208_000, "launch", None, None)]
 
 
+def test_calls_and_ranges_are_matched_to_every_gap_they_overlap_and_to_no_other(memory_store):
+    # three 100 µs gaps on GPU 0 (100-200, 300-400, 500-600 µs). An allocation spanning the first two covers half
+    # of each (allocation); one inside a busy stretch overlaps no gap; one ending where the third gap begins touches
+    # it with no time. An NVTX range spans all three and another sits in the third: the innermost names it (host)
+    from nsight_advisor.store.database import insert_kernels
+
+    con = memory_store
+    con.execute("insert into captures (capture_id, source_path, tool) values (1, 'x', 'nsys')")
+
+    def call(corr, name, start, end):
+        con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
+                    "end_ns, duration_ns) values (1, 1, 11, ?, ?, ?, 'runtime', ?, ?, ?)",
+                    [corr, name, name, start * 1000, end * 1000, (end - start) * 1000])
+
+    def kernel(corr, start, end):
+        insert_kernels(con, [{"capture_id": 1, "device_id": 0, "stream_id": 7, "pid": 1, "correlation_id": corr,
+                              "start_ns": start * 1000, "end_ns": end * 1000, "duration_ns": (end - start) * 1000,
+                              "name": "k", "short_name": "k"}])
+
+    def nvtx(text, start, end, depth):
+        con.execute("insert into nvtx_rows values (1, 1, 11, 0, ?, 'push_pop', ?, ?, ?, ?, null)",
+                    [text, start * 1000, end * 1000, (end - start) * 1000, depth])
+
+    for corr, (start, end) in enumerate(((10, 100), (200, 300), (400, 500), (600, 700)), start=1):
+        call(corr, "cudaLaunchKernel", start - 5, start - 2)
+        kernel(corr, start, end)
+    call(10, "cudaMalloc", 150, 350)
+    call(11, "cudaFree", 220, 280)
+    call(12, "cudaMalloc", 420, 500)
+    nvtx("outer", 50, 650, 0)
+    nvtx("busy", 210, 290, 1)
+    nvtx("inner", 520, 540, 1)
+    gaps = con.execute("select start_ns // 1000, cause, host_activity, host_api_overlap_ns // 1000 from gpu_idle_gaps "
+                       "where position = 'between' order by start_ns").fetchall()
+    assert gaps == [(100, "allocation", "cudaMalloc", 50), (300, "allocation", "cudaMalloc", 50),
+                    (500, "host", "inner", 0)]
+
+
 def test_pipit_relaunches_after_its_synchronizations_are_claimed(isolated_cache, tmp_path):
     # pipit_cloverleaf_a100 synchronizes 1,312 times (cudaDeviceSynchronize after each kernel); read from the
     # export, 1,230 of its gaps under 20 µs hold a synchronization's return (10.8 ms): they are sync-stall's now,
