@@ -137,8 +137,9 @@ def format_from_suffix(output: Path | None) -> str:
 
 def write_report(result, fmt: str, output: Path | None) -> None:
     """Render ``result`` as ``fmt`` to ``output`` (atomically) or stdout."""
-    # one conversion for the kept report's name and the render (each converts the whole result)
-    doc = result.to_dict() if callable(getattr(result, "to_dict", None)) else result
+    from nsight_advisor.report.data import as_dict
+
+    doc = as_dict(result)  # one conversion for the kept report's name and the render (each converts the whole result)
     kept_at = result_cache.rendered_path(result, fmt, doc)
     text = result_cache.read_rendered(kept_at)
     if text is None:

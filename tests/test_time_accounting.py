@@ -149,32 +149,36 @@ def test_gaps_of_the_store_match_a_direct_computation(tmp_path):
     assert part["idle"] == sum(e - s for s, e in expected)
 
 
+def _call(con, corr, name, start, end):
+    """A CUDA call of process 1, thread 11, at start..end µs."""
+    con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
+                "end_ns, duration_ns) values (1, 1, 11, ?, ?, ?, 'runtime', ?, ?, ?)",
+                [corr, name, name, start * 1000, end * 1000, (end - start) * 1000])
+
+
+def _kernel(con, corr, start, end):
+    """A kernel of process 1 on GPU 0, stream 7, at start..end µs."""
+    from nsight_advisor.store.database import insert_kernels
+
+    insert_kernels(con, [{"capture_id": 1, "device_id": 0, "stream_id": 7, "pid": 1, "correlation_id": corr,
+                          "start_ns": start * 1000, "end_ns": end * 1000, "duration_ns": (end - start) * 1000,
+                          "name": "k", "short_name": "k"}])
+
+
 def test_a_short_gap_after_a_synchronization_returned_is_sync_not_launch(memory_store):
     # a kernel (10-100 µs) the host waits for in cudaDeviceSynchronize (returns at 102), the next launch at 104 and
     # its kernel at 112: the 12 µs gap is the relaunch the synchronization exposed. A third kernel queued behind the
     # second starts 8 µs after it with no synchronization between: launch latency
-    from nsight_advisor.store.database import insert_kernels
-
     con = memory_store
     con.execute("insert into captures (capture_id, source_path, tool) values (1, 'x', 'nsys')")
 
-    def call(corr, name, start, end):
-        con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
-                    "end_ns, duration_ns) values (1, 1, 11, ?, ?, ?, 'runtime', ?, ?, ?)",
-                    [corr, name, name, start * 1000, end * 1000, (end - start) * 1000])
-
-    def kernel(corr, start, end):
-        insert_kernels(con, [{"capture_id": 1, "device_id": 0, "stream_id": 7, "pid": 1, "correlation_id": corr,
-                              "start_ns": start * 1000, "end_ns": end * 1000, "duration_ns": (end - start) * 1000,
-                              "name": "k", "short_name": "k"}])
-
-    call(1, "cudaLaunchKernel", 0, 5)
-    kernel(1, 10, 100)
-    call(2, "cudaDeviceSynchronize", 6, 102)
-    call(3, "cudaLaunchKernel", 104, 108)
-    kernel(3, 112, 200)
-    call(4, "cudaLaunchKernel", 109, 111)
-    kernel(4, 208, 300)
+    _call(con, 1, "cudaLaunchKernel", 0, 5)
+    _kernel(con, 1, 10, 100)
+    _call(con, 2, "cudaDeviceSynchronize", 6, 102)
+    _call(con, 3, "cudaLaunchKernel", 104, 108)
+    _kernel(con, 3, 112, 200)
+    _call(con, 4, "cudaLaunchKernel", 109, 111)
+    _kernel(con, 4, 208, 300)
     gaps = con.execute("select start_ns, end_ns, cause, host_activity, host_api_overlap_ns from gpu_idle_gaps "
                        "order by start_ns").fetchall()
     assert gaps == [(100_000, 112_000, "sync", "cudaDeviceSynchronize", 2_000),
@@ -185,31 +189,19 @@ def test_calls_and_ranges_are_matched_to_every_gap_they_overlap_and_to_no_other(
     # three 100 µs gaps on GPU 0 (100-200, 300-400, 500-600 µs). An allocation spanning the first two covers half
     # of each (allocation); one inside a busy stretch overlaps no gap; one ending where the third gap begins touches
     # it with no time. An NVTX range spans all three and another sits in the third: the innermost names it (host)
-    from nsight_advisor.store.database import insert_kernels
-
     con = memory_store
     con.execute("insert into captures (capture_id, source_path, tool) values (1, 'x', 'nsys')")
-
-    def call(corr, name, start, end):
-        con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
-                    "end_ns, duration_ns) values (1, 1, 11, ?, ?, ?, 'runtime', ?, ?, ?)",
-                    [corr, name, name, start * 1000, end * 1000, (end - start) * 1000])
-
-    def kernel(corr, start, end):
-        insert_kernels(con, [{"capture_id": 1, "device_id": 0, "stream_id": 7, "pid": 1, "correlation_id": corr,
-                              "start_ns": start * 1000, "end_ns": end * 1000, "duration_ns": (end - start) * 1000,
-                              "name": "k", "short_name": "k"}])
 
     def nvtx(text, start, end, depth):
         con.execute("insert into nvtx_rows values (1, 1, 11, 0, ?, 'push_pop', ?, ?, ?, ?, null)",
                     [text, start * 1000, end * 1000, (end - start) * 1000, depth])
 
     for corr, (start, end) in enumerate(((10, 100), (200, 300), (400, 500), (600, 700)), start=1):
-        call(corr, "cudaLaunchKernel", start - 5, start - 2)
-        kernel(corr, start, end)
-    call(10, "cudaMalloc", 150, 350)
-    call(11, "cudaFree", 220, 280)
-    call(12, "cudaMalloc", 420, 500)
+        _call(con, corr, "cudaLaunchKernel", start - 5, start - 2)
+        _kernel(con, corr, start, end)
+    _call(con, 10, "cudaMalloc", 150, 350)
+    _call(con, 11, "cudaFree", 220, 280)
+    _call(con, 12, "cudaMalloc", 420, 500)
     nvtx("outer", 50, 650, 0)
     nvtx("busy", 210, 290, 1)
     nvtx("inner", 520, 540, 1)
