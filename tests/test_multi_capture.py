@@ -255,39 +255,47 @@ def _settings(con) -> dict:
     return {n: con.execute(f"select current_setting('{n}')").fetchone()[0] for n in ("preserve_insertion_order",)}
 
 
-def test_small_pytorch_traces_ingested_in_threads_equal_one_at_a_time(tmp_path):
+def test_small_pytorch_traces_ingested_together_equal_one_at_a_time(tmp_path):
+    from nsight_advisor.ingest import ingest_captures
+    from nsight_advisor.ingest.kineto import trace
+
     ranks = sorted(DLRM.glob("*.json.gz"))
     if len(ranks) != 8:
         pytest.skip(f"the DLRM ranks are not at {DLRM}")
     items = [(i + 1, p) for i, p in enumerate(ranks)]
-    contents, threaded = {}, []
-    real = parallel_ingest.ingest_in_threads
-    for workers in (1, 2):
-        target = tmp_path / f"t{workers}.duckdb"
+    contents, together = {}, []
+    real = trace.ingest_kineto_many
+    for how in ("one at a time", "together"):
+        target = tmp_path / f"{how.replace(' ', '-')}.duckdb"
 
-        def build(con, workers=workers):
+        def build(con, how=how):
             before = _settings(con)
-            parallel_ingest.ingest_many(con, items, work_dir=tmp_path, max_workers=workers)
-            assert _settings(con) == before  # the readers' own settings do not outlive the threads
+            if how == "together":
+                parallel_ingest.ingest_many(con, items, work_dir=tmp_path)
+            else:
+                ingest_captures(con, items)
+            assert _settings(con) == before  # the reader's own settings do not outlive the ingest
 
-        parallel_ingest.ingest_in_threads = lambda *a, **k: (threaded.append(a[2]), real(*a, **k))[1]
+        trace.ingest_kineto_many = lambda con, its, **k: (together.append([c for c, _ in its]), real(con, its, **k))[1]
         try:
             store_cache.build_store(target, build)
         finally:
-            parallel_ingest.ingest_in_threads = real
+            trace.ingest_kineto_many = real
         con = connect(target, read_only=True)
         try:
-            contents[workers] = {t: con.execute(f"select * exclude (ingested_at) from {t} order by all" if t ==
-                                                "captures" else f"select * from {t} order by all").fetchall()
-                                 for t in KINETO_TABLES}
+            contents[how] = {t: con.execute(f"select * exclude (ingested_at) from {t} order by all" if t ==
+                                            "captures" else f"select * from {t} order by all").fetchall()
+                             for t in KINETO_TABLES}
         finally:
             con.close()
-    assert threaded == [2]  # one worker: one at a time; two: threads
-    assert contents[1] == contents[2]
-    assert len(contents[2]["kernels"]) > 8 * 200 and len(contents[2]["captures"]) == 8
+    # one at a time: a call per trace; together: one call for the eight
+    assert together == [[i] for i in range(1, 9)] + [list(range(1, 9))]
+    assert contents["one at a time"] == contents["together"]
+    assert len(contents["together"]["kernels"]) > 8 * 200 and len(contents["together"]["captures"]) == 8
+    assert {r[1] for r in contents["together"]["capture_missing"]} >= {"syncs", "gpu_metrics"}
 
 
-def test_a_bad_trace_among_threaded_ones_is_the_first_bad_one_in_order(tmp_path):
+def test_a_bad_trace_among_ones_ingested_together_is_the_first_bad_one_in_order(tmp_path):
     ranks = sorted(DLRM.glob("*.json.gz"))
     if len(ranks) != 8:
         pytest.skip(f"the DLRM ranks are not at {DLRM}")
@@ -303,3 +311,28 @@ def test_a_bad_trace_among_threaded_ones_is_the_first_bad_one_in_order(tmp_path)
         assert _settings(con) == before
     finally:
         con.close()
+
+
+def test_pytorch_traces_with_a_name_that_is_not_utf8_are_ingested_one_at_a_time(tmp_path):
+    import os
+    import shutil
+
+    from nsight_advisor.ingest.kineto import trace
+
+    ranks = sorted(DLRM.glob("*.json.gz"))
+    if len(ranks) != 8:
+        pytest.skip(f"the DLRM ranks are not at {DLRM}")
+    odd = tmp_path / os.fsdecode(b"rank-\xff.pt.trace.json.gz")  # read through a link (ingest.failures)
+    shutil.copy(ranks[1], odd)
+    calls = []
+    real = trace.ingest_kineto_many
+    trace.ingest_kineto_many = lambda con, its, **k: (calls.append(len(its)), real(con, its, **k))[1]
+    con = connect(None)
+    try:
+        parallel_ingest.ingest_many(con, [(1, ranks[0]), (2, odd)], work_dir=tmp_path)
+        names = [r[0] for r in con.execute("select source_name from captures order by capture_id").fetchall()]
+    finally:
+        trace.ingest_kineto_many = real
+        con.close()
+    assert calls == [1, 1]
+    assert names[0] == ranks[0].name and len(names) == 2

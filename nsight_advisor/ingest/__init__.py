@@ -16,7 +16,8 @@ import duckdb
 
 from nsight_advisor.ingest.deferred import DEFERRABLE  # noqa: F401 - part of this package's API
 from nsight_advisor.ingest.detect import detect_format
-from nsight_advisor.ingest.failures import classified
+from nsight_advisor.common.errors import InputError
+from nsight_advisor.ingest.failures import classified, describe, is_data_error, is_utf8
 
 
 
@@ -25,6 +26,34 @@ def ingest_captures(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, P
     """Ingest each ``(capture_id, path)`` into the store behind ``con``."""
     for capture_id, path in items:
         ingest_capture(con, capture_id, Path(path), progress=progress, defer=defer)
+
+
+def ingest_kineto_traces(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,
+                         progress: bool = False, defer: Collection[str] = ()) -> None:
+    """Ingest PyTorch profiler (Kineto) traces together: as :func:`ingest_captures` would, with every statement
+    after the parse run once for all of them (nsight_advisor.ingest.kineto.trace.ingest_kineto_many).
+
+    For many small traces (a job's ranks), whose ingest is mostly the statements' fixed cost. A trace that cannot
+    be read raises InputError naming it, the first in ``items`` order; a path that is not UTF-8 sends them all
+    one at a time (their readers go through a link, ingest.failures).
+    """
+    items = [(cid, Path(path)) for cid, path in items]
+    if len(items) < 2 or not all(is_utf8(str(path)) for _, path in items):
+        ingest_captures(con, items, progress=progress, defer=defer)
+        return
+    from nsight_advisor.ingest.kineto.trace import ingest_kineto_many
+
+    try:
+        ingest_kineto_many(con, items, progress=progress, defer=defer)
+    except InputError:
+        raise
+    except Exception as exc:
+        # each trace's parse names its file; a statement run for all of them after the parse cannot
+        if is_data_error(exc):
+            names = ", ".join(path.name for _, path in items[:3]) + (", ..." if len(items) > 3 else "")
+            raise InputError(f"{len(items)} PyTorch traces ({names}): cannot be read together: {describe(exc)}; "
+                             "analyze them one at a time to find the damaged one") from exc
+        raise
 
 
 @classified

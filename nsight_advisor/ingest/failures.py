@@ -48,7 +48,7 @@ def classified(ingest: F) -> F:
         path = Path(path)
         before = identity(path)
         try:
-            if _utf8(str(path)):
+            if is_utf8(str(path)):
                 result = ingest(con, capture_id, path, *args, **kwargs)
             else:
                 result = _through_link(ingest, con, capture_id, path, *args, **kwargs)
@@ -70,7 +70,8 @@ def classified(ingest: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _utf8(text: str) -> bool:
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` (a path) encodes as UTF-8; a reader is given a link to a path that does not."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -83,7 +84,7 @@ def _through_link(ingest, con, capture_id: int, path: Path, *args, **kwargs):
     with a plain name in the run folder; the store records the name with its bad bytes escaped."""
     from nsight_advisor.common.run_folder import release, temp_path
 
-    suffix = path.suffix if _utf8(path.suffix) else ""
+    suffix = path.suffix if is_utf8(path.suffix) else ""
     link = temp_path(suffix)
     os.symlink(path.resolve(), link)
     shown = str(path.resolve()).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -6,7 +6,8 @@ capture straight into the store (no worker start-up, no copy for it); the parent
 normalized table of each worker's file into the store in capture-id order, so the store is the same
 whatever order the workers finish in. A single capture (or a single core) is ingested in-process, and so is
 every small capture (:data:`SMALL_CAPTURE_BYTES`): a worker's interpreter, imports, store and merge cost
-more than ingesting it (docs/performance.md, "Small captures").
+more than ingesting it (docs/performance.md, "Small captures"). Small PyTorch traces only (a job's ranks) are
+ingested together, each statement run once for all of them (``ingest.ingest_kineto_traces``).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
     ``executor``: an :class:`nsight_advisor.store.executors.Executor`; with ``kind == "ray"`` every capture is
     ingested as a Ray task instead (:mod:`nsight_advisor.store.ray_ingest`), into the same store.
     """
-    from nsight_advisor.ingest import ingest_capture, ingest_captures
+    from nsight_advisor.ingest import ingest_capture, ingest_captures, ingest_kineto_traces
 
     items = [(cid, Path(p)) for cid, p in items]
     if executor is not None and executor.kind == "ray":
@@ -91,9 +92,8 @@ def ingest_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]
             saved = con.execute("SELECT current_setting('threads')").fetchone()[0]
             con.execute("SET threads = 1")
             try:
-                threads = min(max_workers or usable_cores(), len(items))
-                if threads > 1 and all(_is_kineto(path) for _, path in items):
-                    ingest_in_threads(con, items, threads, progress=progress, defer=defer)
+                if len(items) > 1 and all(_is_kineto(path) for _, path in items):
+                    ingest_kineto_traces(con, items, progress=progress, defer=defer)
                 else:
                     ingest_captures(con, items, progress=progress, defer=defer)
             finally:
@@ -145,62 +145,6 @@ def _is_kineto(path: Path) -> bool:
         return detect_format(path) == "kineto-json"
     except Exception:  # noqa: BLE001 - the ingest itself says what is wrong with the file
         return False
-
-
-#: DuckDB settings a reader changes for its ingest and restores after it: with readers in several threads, the
-#: restores would interleave, so the threads' caller restores them once all are done.
-_READER_SETTINGS = ("memory_limit", "preserve_insertion_order")
-
-
-def ingest_in_threads(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], threads: int, *,
-                      progress: bool = False, defer: Collection[str] = ()) -> None:
-    """Ingest small PyTorch traces on ``threads`` threads, each with its own cursor on the store.
-
-    A trace's parse holds the GIL while its SQL does not, so two threads overlap one trace's parse with another's
-    inserts (the 8 DLRM ranks: 1.22 -> 0.97 s). Only Kineto traces: their readers keep everything they stage
-    per connection (temp tables, registered batches), where an nsys reader attaches its export to the database
-    itself. The error raised is that of the first capture, in capture order, that failed, as one thread at a time
-    would raise; a failure stops the captures not yet started, and Ctrl-C interrupts the running ones."""
-    from nsight_advisor.ingest import ingest_capture
-
-    saved = {name: con.execute(f"SELECT current_setting('{name}')").fetchone()[0] for name in _READER_SETTINGS}
-    local, lock, cursors = threading.local(), threading.Lock(), []
-
-    def job(cid: int, path: Path) -> None:
-        cur = getattr(local, "cursor", None)
-        if cur is None:
-            cur = local.cursor = con.cursor()
-            with lock:
-                cursors.append(cur)
-        ingest_capture(cur, cid, path, progress=False, defer=defer)
-
-    pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="ingest")
-    futures = []
-    try:
-        with Progress(f"ingest {len(items)} captures", len(items), enabled=progress) as bar:
-            futures = [pool.submit(job, cid, path) for cid, path in items]
-            for future, (_, path) in zip(futures, items):
-                try:
-                    future.result()
-                except BaseException:
-                    for other in futures:
-                        other.cancel()
-                    raise
-                bar.step(f"ingested {path.name}")
-    except BaseException:
-        with lock:
-            for cur in cursors:
-                with contextlib.suppress(duckdb.Error):
-                    cur.interrupt()
-        raise
-    finally:
-        pool.shutdown(wait=True)
-        for cur in cursors:
-            with contextlib.suppress(duckdb.Error):
-                cur.close()
-        for name, value in saved.items():
-            with contextlib.suppress(duckdb.Error):
-                con.execute(f"SET {name} = '{value}'")
 
 
 class _WorkerPool:

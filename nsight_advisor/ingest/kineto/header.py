@@ -18,30 +18,38 @@ CUDA_OPTION = "torch.profiler.profile(activities=[ProfilerActivity.CPU, Profiler
 _MAX_TEXT = 4096
 
 
-def write_header_tables(con: duckdb.DuckDBPyConnection, capture_id: int, header: dict) -> list[tuple[str, str, str]]:
-    """Insert the header's GPUs and distributed info; return ``(data, reason, capture option)`` for what is absent."""
-    missing = []
-    if not _insert_gpus(con, capture_id, header.get("deviceProperties")):
-        missing.append(("gpus", "no deviceProperties in the trace: GPU names and properties were not recorded",
-                        CUDA_OPTION))
-    info = header.get("distributedInfo")
-    if isinstance(info, dict) and _small_int(info.get("rank")) is not None:
-        groups = info.get("pg_config")
-        con.execute("INSERT INTO capture_distributed VALUES (?, ?, ?, ?, ?, ?)", [
-            capture_id, _small_int(info.get("rank")), _small_int(info.get("world_size")),
-            _text(info.get("backend")), _text(info.get("nccl_version")),
-            _text(json.dumps(groups, default=str)) if groups is not None else None,
-        ])
-    else:
-        missing.append(("capture_distributed", "no distributedInfo (rank, world size) in the trace",
-                        "torch.profiler in a process that called torch.distributed.init_process_group"))
+def write_header_tables(con: duckdb.DuckDBPyConnection, headers: dict[int, dict]) -> list[tuple[int, str, str, str]]:
+    """Insert the GPUs and distributed info of each trace's header (``headers``: capture id -> header), one
+    statement per table for all of them; return ``(capture id, data, reason, capture option)`` for what is absent."""
+    missing, gpus, distributed = [], [], []
+    for capture_id, header in headers.items():
+        rows = _gpu_rows(capture_id, header.get("deviceProperties"))
+        gpus.extend(rows)
+        if not rows:
+            missing.append((capture_id, "gpus", "no deviceProperties in the trace: GPU names and properties were "
+                            "not recorded", CUDA_OPTION))
+        info = header.get("distributedInfo")
+        if isinstance(info, dict) and _small_int(info.get("rank")) is not None:
+            groups = info.get("pg_config")
+            distributed.append([
+                capture_id, _small_int(info.get("rank")), _small_int(info.get("world_size")),
+                _text(info.get("backend")), _text(info.get("nccl_version")),
+                _text(json.dumps(groups, default=str)) if groups is not None else None,
+            ])
+        else:
+            missing.append((capture_id, "capture_distributed", "no distributedInfo (rank, world size) in the trace",
+                            "torch.profiler in a process that called torch.distributed.init_process_group"))
+    for table, rows in (("gpus", gpus), ("capture_distributed", distributed)):
+        if rows:  # one statement for every device of every trace (a node's trace lists all eight GPUs of the node)
+            con.execute(f"INSERT INTO {table} VALUES " + ", ".join(
+                "(" + ", ".join(sql_params.literal(v) for v in row) + ")" for row in rows))
     return missing
 
 
-def _insert_gpus(con: duckdb.DuckDBPyConnection, capture_id: int, props) -> bool:
+def _gpu_rows(capture_id: int, props) -> list[list]:
     """One gpus row per device of ``deviceProperties`` (Kineto's names for cudaDeviceProp fields)."""
     if not isinstance(props, list):
-        return False
+        return []
     seen: set[int] = set()
     rows = []
     for p in props:
@@ -66,10 +74,7 @@ def _insert_gpus(con: duckdb.DuckDBPyConnection, capture_id: int, props) -> bool
             spec.fp32_flops_per_s if spec else None, spec.fp16_tensor_flops_per_s if spec else None,
             spec.tf32_tensor_flops_per_s if spec else None, spec.fp8_tensor_flops_per_s if spec else None,
         ])
-    if rows:  # one statement for every device (a node's trace lists all eight GPUs of the node)
-        con.execute("INSERT INTO gpus VALUES " + ", ".join(
-            "(" + ", ".join(sql_params.literal(v) for v in row) + ")" for row in rows))
-    return bool(seen)
+    return rows
 
 
 def _small_int(value) -> int | None:

@@ -41,23 +41,23 @@ class ProfilerRanges:
         self.ranges.append((name, args.get("device"), metrics))
 
 
-def write_ranges(ing, ranges: ProfilerRanges) -> None:
-    """Store the ranges as profiled kernels of capture ``ing.cid`` and note what the trace holds."""
+def write_ranges(ing, cid: int, ranges: ProfilerRanges) -> None:
+    """Store the ranges as profiled kernels of capture ``cid`` and note (``ing.note``) what the trace holds."""
     if not ranges.ranges:
         return
     kernels, metrics = [], []
     names = set()
     for kernel_id, (name, _device, values) in enumerate(ranges.ranges):
         names.update(values)
-        kernels.append((ing.cid, kernel_id, name, short_kernel_name(name) or name, values.get("gpu__time_duration.sum")))
-        metrics.extend((ing.cid, kernel_id, metric, value) for metric, value in values.items())
+        kernels.append((cid, kernel_id, name, short_kernel_name(name) or name, values.get("gpu__time_duration.sum")))
+        metrics.extend((cid, kernel_id, metric, value) for metric, value in values.items())
     ing.con.executemany("INSERT INTO ncu_kernels (capture_id, kernel_id, name, short_name, duration_ns) "
                         "VALUES (?, ?, ?, ?, ?)", kernels)
     if metrics:
         ing.con.executemany("INSERT INTO ncu_metrics (capture_id, kernel_id, metric, value) VALUES (?, ?, ?, ?)",
                             metrics)
     timed = "with" if any(k[4] is not None for k in kernels) else "without"
-    ing.note("ncu_kernels", len(kernels),
+    ing.note(cid, "ncu_kernels", len(kernels),
              f"CUPTI range-profiler trace: {len(kernels)} cuda_profiler_range event(s) with {len(names)} counter(s) "
              f"each and no kernel timeline; read as profiled kernels ({timed} gpu__time_duration.sum); their "
              "timestamps are spread evenly by Kineto, not measured")

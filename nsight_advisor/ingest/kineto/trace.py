@@ -4,7 +4,9 @@ The trace is streamed (:mod:`.kineto_json`): events become rows in batches (:mod
 DuckDB through Arrow, so memory stays bounded however long the trace is. Host-side rows (API calls, operators)
 go straight into their tables; GPU-side rows are staged first, because Kineto writes the device as their
 ``pid`` and their host process is that of the API call with the same correlation id, which may come later in
-the file. After the stream, SQL joins them, computes annotation depths and fills the small tables.
+the file. After the stream, SQL joins them, computes annotation depths and fills the small tables. Several traces
+(a job's ranks) may be read together (:func:`ingest_kineto_many`): each is parsed in turn into the same stage, and
+every statement after the parse runs once for all of them.
 
 What the normalized store gets: kernels, api_calls, memcpys, memsets, syncs (``cuda_sync`` events, when the
 trace has them), nvtx_ranges (annotations: domains ``user_annotation``, ``gpu_user_annotation`` and
@@ -18,20 +20,22 @@ import contextlib
 import datetime as _dt
 import functools
 from pathlib import Path
-from typing import Collection
+from typing import Collection, Sequence
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
 from nsight_advisor.common import sql_params
 from nsight_advisor.common.errors import InputError
+from nsight_advisor.ingest.failures import classified
 from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.kineto.header import CUDA_OPTION, write_header_tables
 from nsight_advisor.ingest.kineto.json_events import iter_events, read_header
 from nsight_advisor.ingest.kineto.ranges import write_ranges
-from nsight_advisor.ingest.kineto.rows import COLUMNS, DOMAINS, EventRows, MAX_NAME_CHARS
+from nsight_advisor.ingest.kineto.rows import BATCH_ROWS, COLUMNS, DOMAINS, EventRows, MAX_NAME_CHARS
 from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS as DEPTH_BATCH_ROWS, DepthStream
 from nsight_advisor.common.progress import Progress
 
@@ -67,22 +71,49 @@ def ingest_kineto(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, *
     trace, which then stays empty and is listed in ``capture_deferred`` (the capture's span still covers it);
     other tables are always loaded.
     """
-    path = Path(path)
-    header = read_header(path)
-    ing = _Ingest(con, capture_id, path, header, defer_cpu_ops="cpu_ops" in defer)
+    ingest_kineto_many(con, [(capture_id, path)], progress=progress, defer=defer)
+
+
+def ingest_kineto_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,
+                       progress: bool = False, defer: Collection[str] = ()) -> None:
+    """Fill the normalized tables for each ``(capture_id, path)`` Kineto trace, as :func:`ingest_kineto` would one
+    at a time, with each statement after the parse run once for all of them.
+
+    A small trace's ingest is mostly fixed cost: about 50 statements of 1 to 2 ms each (the 8 DLRM ranks: 0.47 s
+    of statements one at a time). The traces are parsed one after another in ``items`` order, so the error raised
+    is that of the first trace that cannot be read; their batches are staged together (flushed at
+    :data:`~nsight_advisor.ingest.kineto.rows.BATCH_ROWS` rows, as one trace's are).
+    """
+    items = [(int(cid), Path(path)) for cid, path in items]
+    if not items:
+        return
+    ing = _Ingest(con, items, defer_cpu_ops="cpu_ops" in defer)
     saved = _bound_memory(con)
-    steps = ["events", "gpu_rows", "annotations", "collectives", "header_tables", "captures"]
+    steps = ["gpu_rows", "annotations", "collectives", "header_tables", "captures"]
     try:
-        with Progress(f"ingest {path.name}", len(steps), enabled=progress) as bar:
+        with Progress(f"ingest {items[0][1].name}" if len(items) == 1 else f"ingest {len(items)} PyTorch traces",
+                      len(items) + len(steps) + 1, enabled=progress) as bar:
             ing.create_stage()
+            for cid, path in items:
+                _read_trace(con, cid, path, ing)
+                bar.step(f"read {path.name}")
+            ing.after_events()
+            bar.step("events")
             for step in steps:
                 getattr(ing, step)()
                 bar.step(step)
+            ing.write_notes()
     finally:
         ing.drop_stage()
         for name, value in saved.items():
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"SET {name} = '{value}'")
+
+
+@classified
+def _read_trace(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, ing: "_Ingest") -> None:
+    """Parse one trace into the ingest's stage (its errors name the file: ingest.failures.classified)."""
+    ing.events(capture_id, path, read_header(path))
 
 
 #: DuckDB's memory while a trace streams into an on-disk store (beyond it, DuckDB spills): with the parser's
@@ -93,6 +124,13 @@ MEMORY_LIMIT = "400MB"
 @functools.lru_cache(maxsize=None)
 def _struct(columns: tuple[str, ...]) -> pa.DataType:
     return pa.struct([(name, _TYPES.get(name, pa.int64())) for name in columns])
+
+
+@functools.lru_cache(maxsize=None)
+def _schema(columns: tuple[str, ...]) -> pa.Schema:
+    """A staged batch's schema: fractions as doubles (the stage's DOUBLE), the rest as :func:`_struct`."""
+    return pa.schema([(name, pa.float64() if _TYPES.get(name) == _FRACTION else _TYPES.get(name, pa.int64()))
+                      for name in columns])
 
 
 def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
@@ -111,14 +149,24 @@ def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 class _Ingest:
-    """One trace's ingest: ``events`` streams the file, each later step fills tables from what it staged."""
+    """The ingest of one or more traces: ``events`` parses each into the stage, each later step fills tables from
+    what was staged, for every trace at once (each staged row carries its ``capture_id``)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, header: dict, *,
+    def __init__(self, con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,
                  defer_cpu_ops: bool = False) -> None:
-        self.con, self.cid, self.path, self.header = con, capture_id, path, header
-        self.defer_cpu_ops = defer_cpu_ops
-        self.tmp = f"_kineto_{capture_id}"
-        self.rows: EventRows | None = None
+        self.con, self.defer_cpu_ops = con, defer_cpu_ops
+        self.ids = [cid for cid, _ in items]
+        self.paths = dict(items)
+        self.in_ids = ", ".join(str(cid) for cid in self.ids)  # whole numbers: safe to write into the SQL
+        self.tmp = f"_kineto_{self.ids[0]}"
+        self.headers: dict[int, dict] = {}
+        self.rows: dict[int, EventRows] = {}
+        self.pending: dict[str, list[pa.Table]] = {table: [] for table in COLUMNS}
+        self.pending_rows: dict[str, int] = dict.fromkeys(COLUMNS, 0)
+        # (capture id, order, table, values): capture_missing and ingest_notes rows, written in one statement each,
+        # in the order one trace at a time would write them
+        self.missing_rows: list[tuple] = []
+        self.note_rows: list[tuple] = []
 
     def sql(self, sql: str, params=None) -> duckdb.DuckDBPyConnection:
         return sql_params.execute(self.con, sql, params)
@@ -131,62 +179,83 @@ class _Ingest:
             if table in _DIRECT:
                 continue
             cols = ", ".join(f"{c} {_SQL_TYPES.get(_TYPES.get(c), 'BIGINT')}" for c in columns)
-            self.sql(f"CREATE OR REPLACE TEMP TABLE {self.stage(table)} ({cols})")
+            self.sql(f"CREATE OR REPLACE TEMP TABLE {self.stage(table)} (capture_id BIGINT, {cols})")
 
     def drop_stage(self) -> None:
         for table in (*COLUMNS, "launcher"):
             with contextlib.suppress(duckdb.Error):
                 self.sql(f"DROP TABLE IF EXISTS {self.stage(table)}")
 
-    def missing(self, data: str, reason: str, option: str) -> None:
-        self.sql("INSERT INTO capture_missing VALUES (?, ?, ?, ?)", [self.cid, data, reason, option])
+    def missing(self, cid: int, data: str, reason: str, option: str) -> None:
+        self.missing_rows.append((cid, len(self.missing_rows), (cid, data, reason, option)))
 
-    def note(self, data: str, rows: int, note: str) -> None:
+    def note(self, cid: int, data: str, rows: int, note: str) -> None:
         if rows:
-            self.sql("INSERT INTO ingest_notes VALUES (?, ?, ?, ?)", [self.cid, data, rows, note])
+            self.note_rows.append((cid, len(self.note_rows), (cid, data, rows, note)))
 
-    def count(self, table: str, stored: bool = False) -> int:
-        where = " WHERE capture_id = $cid" if stored else ""
-        return int(self.sql(f"SELECT count(*) FROM {table}{where}", {"cid": self.cid}).fetchone()[0])
+    def write_notes(self) -> None:
+        """The capture_missing and ingest_notes rows, by capture and in the order the steps found them."""
+        for table, rows in (("capture_missing", self.missing_rows), ("ingest_notes", self.note_rows)):
+            if rows:
+                self.sql(f"INSERT INTO {table} VALUES " + ", ".join(
+                    "(" + ", ".join(sql_params.literal(v) for v in values) + ")" for *_, values in sorted(rows)))
+
+    def counts(self, table: str) -> dict[int, int]:
+        """Rows of each capture in stored ``table`` (captures with none left out)."""
+        return dict(self.sql(f"SELECT capture_id, count(*) FROM {table} WHERE capture_id IN ({self.in_ids}) "
+                             "GROUP BY capture_id").fetchall())
 
     # -- the stream ------------------------------------------------------------------------------------------
-    def write(self, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
-        """Sink of :class:`EventRows`: one batch into its table (direct) or its stage."""
-        batch = self._arrow(table, columns, rows)
-        stream_view(self.con, "kineto_batch", batch)
+    def write(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
+        """Sink of :class:`EventRows`: one batch, with its capture id, held until :data:`BATCH_ROWS` rows of
+        ``table`` are (several small traces' batches then go in with one statement)."""
+        batch = self._arrow(cid, table, columns, rows)
+        batch = batch.add_column(0, "capture_id", pa.array(np.full(batch.num_rows, cid, dtype=np.int64)))
+        self.pending[table].append(batch)
+        self.pending_rows[table] += batch.num_rows
+        if self.pending_rows[table] >= BATCH_ROWS:
+            self.flush(table)
+
+    def flush(self, table: str) -> None:
+        """Insert the held batches of ``table`` into it (direct) or its stage."""
+        batches, self.pending[table], self.pending_rows[table] = self.pending[table], [], 0
+        if not batches:
+            return
+        stream_view(self.con, "kineto_batch", batches[0] if len(batches) == 1 else pa.concat_tables(batches))
         try:
             if table == "api_calls":
                 self.sql("""
                     INSERT INTO api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns,
                                            end_ns, duration_ns)
-                    SELECT $cid, pid, tid, correlation_id, name,
+                    SELECT capture_id, pid, tid, correlation_id, name,
                            CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v[0-9]+$', '') ELSE name END,
                            kind, start_ns, end_ns, end_ns - start_ns
-                    FROM kineto_batch""", {"cid": self.cid})
+                    FROM kineto_batch""")
             elif table == "cpu_ops":
                 self.sql("""
                     INSERT INTO cpu_ops
-                    SELECT $cid, pid, tid, name, start_ns, end_ns, end_ns - start_ns, external_id, sequence_number,
-                           fwd_thread_id
-                    FROM kineto_batch""", {"cid": self.cid})
+                    SELECT capture_id, pid, tid, name, start_ns, end_ns, end_ns - start_ns, external_id,
+                           sequence_number, fwd_thread_id
+                    FROM kineto_batch""")
             else:
                 self.sql(f"INSERT INTO {self.stage(table)} SELECT * FROM kineto_batch")
         finally:
             drop_view(self.con, "kineto_batch")
 
-    def _arrow(self, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
+    def _arrow(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
         """The batch as an Arrow table; InputError naming the column when a value does not fit its type."""
         try:  # the tuples converted in one go (a third of the cost of a column at a time)
             batch = pa.Table.from_struct_array(pa.array(rows, type=_struct(columns)))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
-            batch = self._arrow_by_column(table, columns, rows)
+            batch = self._arrow_by_column(cid, table, columns, rows)
         for name in ("name", "text"):
             if name in columns and batch.num_rows and pc.max(pc.utf8_length(batch[name])).as_py() > MAX_NAME_CHARS:
-                raise InputError(f"{self.path}: an event for {table} has a name of more than {MAX_NAME_CHARS:,} "
-                                 "characters: not a name")
-        return batch
+                raise InputError(f"{self.paths[cid]}: an event for {table} has a name of more than "
+                                 f"{MAX_NAME_CHARS:,} characters: not a name")
+        # fractions as the stage stores them (DOUBLE): batches of the fast and the slow path then concatenate
+        return batch.cast(_schema(columns)) if any(_TYPES.get(c) == _FRACTION for c in columns) else batch
 
-    def _arrow_by_column(self, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
+    def _arrow_by_column(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
         """The slow path of :meth:`_arrow`, a column at a time: numbers with long fractions (floats kept), or
         an error naming the column that holds a value of the wrong type."""
         arrays = []
@@ -197,31 +266,41 @@ class _Ingest:
                     kind, values = pa.float64(), [None if v is None else float(v) for v in values]
                 arrays.append(pa.array(values, type=kind))
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
-                raise InputError(f"{self.path}: an event for {table} holds a {name} that is not "
+                raise InputError(f"{self.paths[cid]}: an event for {table} holds a {name} that is not "
                                  f"{_WHAT.get(_TYPES.get(name), 'a whole number within 64 bits')}") from None
         return pa.Table.from_arrays(arrays, names=list(columns))
 
-    def events(self) -> None:
-        rows = self.rows = EventRows(self.write, cpu_ops=not self.defer_cpu_ops)
+    def events(self, cid: int, path: Path, header: dict) -> None:
+        """Parse one trace into the stage (and api_calls, cpu_ops)."""
+        self.headers[cid] = header
+        rows = self.rows[cid] = EventRows(functools.partial(self.write, cid), cpu_ops=not self.defer_cpu_ops)
         try:
             with gc_paused():
-                rows.consume(iter_events(self.path))
+                rows.consume(iter_events(path))
         except InputError as exc:
             text = str(exc)
-            raise InputError(text if text.startswith(str(self.path)) else f"{self.path}: {text}") from None
+            raise InputError(text if text.startswith(str(path)) else f"{path}: {text}") from None
         except RecursionError:
-            raise InputError(f"{self.path}: an event nested too deeply to be a trace event") from None
+            raise InputError(f"{path}: an event nested too deeply to be a trace event") from None
         for table, n in sorted(rows.dropped.items()):
-            self.note(table, n, "dropped events with a negative duration")
-        self.sql("CREATE OR REPLACE TEMP TABLE " + self.stage("launcher") + """ AS
-                  SELECT correlation_id, min(pid) AS pid, min(tid) AS tid FROM api_calls
-                  WHERE capture_id = $cid AND correlation_id IS NOT NULL GROUP BY correlation_id""",
-                 {"cid": self.cid})
+            self.note(cid, table, n, "dropped events with a negative duration")
+
+    def after_events(self) -> None:
+        """Once every trace is parsed: the last batches in, each GPU row's launching process and thread."""
+        for table in COLUMNS:
+            self.flush(table)
+        self.sql("CREATE OR REPLACE TEMP TABLE " + self.stage("launcher") + f""" AS
+                  SELECT capture_id, correlation_id, min(pid) AS pid, min(tid) AS tid FROM api_calls
+                  WHERE capture_id IN ({self.in_ids}) AND correlation_id IS NOT NULL
+                  GROUP BY capture_id, correlation_id""")
         if self.defer_cpu_ops:
-            self.sql("INSERT INTO capture_deferred VALUES (?, ?, ?)", [self.cid, "cpu_ops", rows.cpu_op_count])
-        if not self.count("api_calls", stored=True):
-            self.missing("api_calls", "no cuda_runtime or cuda_driver events: CUDA API calls were not traced",
-                         CUDA_OPTION)
+            self.sql("INSERT INTO capture_deferred VALUES " + ", ".join(
+                f"({cid}, 'cpu_ops', {int(self.rows[cid].cpu_op_count)})" for cid in self.ids))
+        calls = self.counts("api_calls")
+        for cid in self.ids:
+            if not calls.get(cid):
+                self.missing(cid, "api_calls", "no cuda_runtime or cuda_driver events: CUDA API calls were not traced",
+                             CUDA_OPTION)
 
     # -- GPU rows --------------------------------------------------------------------------------------------
     def gpu_rows(self) -> None:
@@ -232,68 +311,73 @@ class _Ingest:
                                      end_ns, duration_ns, name_id, short_name_id, grid_x, grid_y, grid_z, block_x,
                                      block_y, block_z, blocks, threads_per_block, registers_per_thread,
                                      shared_mem_bytes)
-            SELECT $cid, {_ids('k')}, l.pid, l.tid, k.correlation_id, k.start_ns, k.end_ns,
+            SELECT k.capture_id, {_ids('k')}, l.pid, l.tid, k.correlation_id, k.start_ns, k.end_ns,
                    k.end_ns - k.start_ns, k.name_id, k.short_name_id, k.gx, k.gy, k.gz, k.bx, k.by_, k.bz,
                    TRY_CAST(k.gx::HUGEINT * k.gy * k.gz AS BIGINT), TRY_CAST(k.bx::HUGEINT * k.by_ * k.bz AS INTEGER),
                    {_i32('k.registers_per_thread')}, k.shared_mem_bytes
             FROM (SELECT *, {_i32('grid_x')} AS gx, {_i32('grid_y')} AS gy, {_i32('grid_z')} AS gz,
                          {_i32('block_x')} AS bx, {_i32('block_y')} AS by_, {_i32('block_z')} AS bz FROM {k}) k
-            LEFT JOIN {launcher} l ON l.correlation_id = k.correlation_id""", {"cid": self.cid})
-        names = self.rows.kernel_names
+            LEFT JOIN {launcher} l ON l.capture_id = k.capture_id AND l.correlation_id = k.correlation_id""")
+        names = [(cid, name_id, name) for cid in self.ids for name, name_id in self.rows[cid].kernel_names.items()]
         if names:
-            table = pa.table({"name_id": pa.array(list(names.values()), pa.int64()),
-                              "name": pa.array(list(names), pa.string())})
+            cids, name_ids, texts = zip(*names)
+            table = pa.table({"capture_id": pa.array(cids, pa.int64()), "name_id": pa.array(name_ids, pa.int64()),
+                              "name": pa.array(texts, pa.string())})
             stream_view(self.con, "kineto_names", table)
             try:
-                self.sql("INSERT INTO kernel_names SELECT $cid, name_id, name FROM kineto_names", {"cid": self.cid})
+                self.sql("INSERT INTO kernel_names SELECT capture_id, name_id, name FROM kineto_names")
             finally:
                 drop_view(self.con, "kineto_names")
         self.sql(f"""
             INSERT INTO kernel_occupancy
-            SELECT $cid, {_i32('device_id')}, {_i32('stream_id')}, correlation_id, start_ns, blocks_per_sm,
+            SELECT capture_id, {_i32('device_id')}, {_i32('stream_id')}, correlation_id, start_ns, blocks_per_sm,
                    warps_per_sm, occupancy_pct
-            FROM {k} WHERE coalesce(blocks_per_sm, warps_per_sm, occupancy_pct) IS NOT NULL""", {"cid": self.cid})
+            FROM {k} WHERE coalesce(blocks_per_sm, warps_per_sm, occupancy_pct) IS NOT NULL""")
+        joined = "LEFT JOIN {launcher} l ON l.capture_id = {a}.capture_id AND l.correlation_id = {a}.correlation_id"
         self.sql(f"""
             INSERT INTO memcpys
-            SELECT $cid, {_ids('m')}, l.pid, m.correlation_id, m.start_ns, m.end_ns, m.end_ns - m.start_ns,
+            SELECT m.capture_id, {_ids('m')}, l.pid, m.correlation_id, m.start_ns, m.end_ns, m.end_ns - m.start_ns,
                    m.bytes, m.direction, m.src_kind, m.dst_kind, NULL
-            FROM {self.stage('memcpys')} m LEFT JOIN {launcher} l ON l.correlation_id = m.correlation_id""",
-                 {"cid": self.cid})
+            FROM {self.stage('memcpys')} m {joined.format(launcher=launcher, a='m')}""")
         self.sql(f"""
             INSERT INTO memsets
-            SELECT $cid, {_ids('m')}, l.pid, m.correlation_id, m.start_ns, m.end_ns, m.end_ns - m.start_ns,
+            SELECT m.capture_id, {_ids('m')}, l.pid, m.correlation_id, m.start_ns, m.end_ns, m.end_ns - m.start_ns,
                    m.bytes, m.mem_kind, NULL
-            FROM {self.stage('memsets')} m LEFT JOIN {launcher} l ON l.correlation_id = m.correlation_id""",
-                 {"cid": self.cid})
+            FROM {self.stage('memsets')} m {joined.format(launcher=launcher, a='m')}""")
         self.sql(f"""
             INSERT INTO syncs
-            SELECT $cid, {_ids('s')}, l.pid, s.correlation_id, s.sync_type, s.start_ns, s.end_ns,
+            SELECT s.capture_id, {_ids('s')}, l.pid, s.correlation_id, s.sync_type, s.start_ns, s.end_ns,
                    s.end_ns - s.start_ns, s.event_id
-            FROM {self.stage('syncs')} s LEFT JOIN {launcher} l ON l.correlation_id = s.correlation_id""",
-                 {"cid": self.cid})
-        write_ranges(self, self.rows.profiler_ranges)
-        if not self.count("kernel_rows", stored=True):
-            self.missing("kernels", "no kernel events: GPU activity was not traced", CUDA_OPTION)
-        if not self.count("syncs", stored=True):
-            self.missing("syncs", "no cuda_sync events: this PyTorch profiler did not record CUDA synchronization",
-                         f"{CUDA_OPTION} on a PyTorch whose profiler writes cuda_sync events")
-        self.missing("gpu_metrics", "PyTorch profiler traces hold no sampled GPU metrics",
-                     "nsys profile --gpu-metrics-devices=all (Nsight Systems)")
+            FROM {self.stage('syncs')} s {joined.format(launcher=launcher, a='s')}""")
+        for cid in self.ids:
+            write_ranges(self, cid, self.rows[cid].profiler_ranges)
+        kernels, syncs = self.counts("kernel_rows"), self.counts("syncs")
+        for cid in self.ids:
+            if not kernels.get(cid):
+                self.missing(cid, "kernels", "no kernel events: GPU activity was not traced", CUDA_OPTION)
+            if not syncs.get(cid):
+                self.missing(cid, "syncs", "no cuda_sync events: this PyTorch profiler did not record CUDA "
+                             "synchronization", f"{CUDA_OPTION} on a PyTorch whose profiler writes cuda_sync events")
+            self.missing(cid, "gpu_metrics", "PyTorch profiler traces hold no sampled GPU metrics",
+                         "nsys profile --gpu-metrics-devices=all (Nsight Systems)")
 
     # -- annotations -----------------------------------------------------------------------------------------
     def annotations(self) -> None:
         """Annotations into nvtx_rows with their nesting depth per thread (GPU ones: per device and stream)."""
         a = self.stage("annotations")
-        # The host process of GPU annotations: the trace's only process making CUDA calls, when there is one.
-        host = self.sql("SELECT CASE WHEN count(DISTINCT pid) = 1 THEN min(pid) END FROM api_calls "
-                        "WHERE capture_id = $cid", {"cid": self.cid}).fetchone()[0]
+        # The host process of a trace's GPU annotations: its only process making CUDA calls, when there is one.
         source = f"""
-            SELECT domain_id, coalesce(pid, $host) AS pid, tid, text, start_ns, end_ns,
-                   CASE WHEN device_id IS NULL THEN hash(0, pid, tid)
-                        ELSE hash(1, device_id, stream_id) END AS thread,
+            WITH host AS (
+                SELECT capture_id, CASE WHEN count(DISTINCT pid) = 1 THEN min(pid) END AS pid FROM api_calls
+                WHERE capture_id IN ({self.in_ids}) GROUP BY capture_id
+            )
+            SELECT a.capture_id, a.domain_id, coalesce(a.pid, h.pid) AS pid, a.tid, a.text, a.start_ns, a.end_ns,
+                   CASE WHEN a.device_id IS NULL THEN hash(0, a.capture_id, a.pid, a.tid)
+                        ELSE hash(1, a.capture_id, a.device_id, a.stream_id) END AS thread,
                    true AS nestable
-            FROM {a} ORDER BY thread, start_ns, end_ns DESC"""
-        reader = sql_params.execute(self.con, source, {"host": host}).to_arrow_reader(DEPTH_BATCH_ROWS)
+            FROM {a} a LEFT JOIN host h ON h.capture_id = a.capture_id
+            ORDER BY thread, a.start_ns, a.end_ns DESC"""
+        reader = self.sql(source).to_arrow_reader(DEPTH_BATCH_ROWS)
         stream = DepthStream()
         writer = self.con.cursor()  # the first connection is busy streaming the stage
         try:
@@ -301,17 +385,21 @@ class _Ingest:
                 stream.output_schema(reader.schema), stream.batches(reader)))
             sql_params.execute(writer, """
                 INSERT INTO nvtx_rows
-                SELECT $cid, pid, tid, domain_id, text, 'push_pop', start_ns, end_ns, end_ns - start_ns, depth, NULL
-                FROM kineto_ranges""", {"cid": self.cid})
+                SELECT capture_id, pid, tid, domain_id, text, 'push_pop', start_ns, end_ns, end_ns - start_ns, depth,
+                       NULL
+                FROM kineto_ranges""")
         finally:
             writer.close()
-        used = {r[0] for r in self.sql(f"SELECT DISTINCT domain_id FROM {a}").fetchall()}
-        for name, domain_id in DOMAINS.items():
-            if domain_id in used:
-                self.sql("INSERT INTO nvtx_domains VALUES (?, ?, ?)", [self.cid, domain_id, name])
-        if not used:
-            self.missing("nvtx_ranges", "no user_annotation, gpu_user_annotation or ProfilerStep events",
-                         "torch.profiler.record_function(...) ranges, or a profiler schedule (ProfilerStep#N)")
+        used = set(self.sql(f"SELECT DISTINCT capture_id, domain_id FROM {a}").fetchall())
+        domains = [(cid, domain_id, name) for cid in self.ids for name, domain_id in DOMAINS.items()
+                   if (cid, domain_id) in used]
+        if domains:
+            self.sql("INSERT INTO nvtx_domains VALUES " + ", ".join(
+                f"({cid}, {domain_id}, {sql_params.literal(name)})" for cid, domain_id, name in domains))
+        for cid in self.ids:
+            if not any(c == cid for c, _ in used):
+                self.missing(cid, "nvtx_ranges", "no user_annotation, gpu_user_annotation or ProfilerStep events",
+                             "torch.profiler.record_function(...) ranges, or a profiler schedule (ProfilerStep#N)")
 
     # -- collectives -----------------------------------------------------------------------------------------
     def collectives(self) -> None:
@@ -320,51 +408,58 @@ class _Ingest:
         self.sql(f"""
             INSERT INTO collectives
             WITH nccl AS (
-                SELECT a.pid, a.tid, a.start_ns, a.correlation_id
+                SELECT a.capture_id, a.pid, a.tid, a.start_ns, a.correlation_id
                 FROM api_calls a JOIN kernels k ON k.capture_id = a.capture_id AND k.correlation_id = a.correlation_id
-                WHERE a.capture_id = $cid AND k.name ILIKE '%nccl%'
+                WHERE a.capture_id IN ({self.in_ids}) AND k.name ILIKE '%nccl%'
                   AND a.pid IN (SELECT pid FROM {c}) AND a.tid IN (SELECT tid FROM {c})
             ), linked AS (
                 SELECT c.*, (SELECT n.correlation_id FROM nccl n
-                             WHERE n.pid = c.pid AND n.tid = c.tid AND n.start_ns BETWEEN c.start_ns AND c.end_ns
+                             WHERE n.capture_id = c.capture_id AND n.pid = c.pid AND n.tid = c.tid
+                               AND n.start_ns BETWEEN c.start_ns AND c.end_ns
                              ORDER BY n.start_ns LIMIT 1) AS launched
                 FROM {c} c
             )
-            SELECT $cid, source, pid, tid, {_i32('device_id')}, start_ns, end_ns, end_ns - start_ns, collective,
+            SELECT capture_id, source, pid, tid, {_i32('device_id')}, start_ns, end_ns, end_ns - start_ns, collective,
                    dtype, in_msg_nelems, out_msg_nelems, in_msg_bytes, out_msg_bytes, {_i32('group_size')},
                    group_ranks, process_group, external_id, coalesce(correlation_id, launched)
-            FROM linked""", {"cid": self.cid})
+            FROM linked""")
+
     # -- GPUs and the capture --------------------------------------------------------------------------------
     def header_tables(self) -> None:
-        """gpus (deviceProperties) and capture_distributed (distributedInfo), from the trace's header."""
-        for data, reason, option in write_header_tables(self.con, self.cid, self.header):
-            self.missing(data, reason, option)
+        """gpus (deviceProperties) and capture_distributed (distributedInfo), from each trace's header."""
+        for cid, data, reason, option in write_header_tables(self.con, {c: self.headers[c] for c in self.ids}):
+            self.missing(cid, data, reason, option)
 
     def captures(self) -> None:
-        span = self.sql("""
-            SELECT min(s), max(e) FROM (
-                SELECT min(start_ns) s, max(end_ns) e FROM kernel_rows WHERE capture_id = $cid UNION ALL
-                SELECT min(start_ns), max(end_ns) FROM api_calls WHERE capture_id = $cid UNION ALL
-                SELECT min(start_ns), max(end_ns) FROM memcpys WHERE capture_id = $cid UNION ALL
-                SELECT min(start_ns), max(end_ns) FROM memsets WHERE capture_id = $cid UNION ALL
-                SELECT min(start_ns), max(end_ns) FROM syncs WHERE capture_id = $cid UNION ALL
-                SELECT min(start_ns), max(end_ns) FROM nvtx_rows WHERE capture_id = $cid UNION ALL
-                SELECT min(start_ns), max(end_ns) FROM cpu_ops WHERE capture_id = $cid)""",
-                        {"cid": self.cid}).fetchone()
-        starts = [v for v in (span[0], *self.rows.cpu_op_span[:1]) if v is not None]
-        ends = [v for v in (span[1], *self.rows.cpu_op_span[1:]) if v is not None]
-        start, end = (min(starts) if starts else None), (max(ends) if ends else None)
-        version = self.header.get("schemaVersion")
-        st = self.path.stat()
-        self.sql("INSERT INTO captures VALUES (?, ?, ?, ?, ?, ?, ?, 'unknown', ?, ?, ?, ?, ?)", [
-            # absolute(), not resolve(): a name that is not UTF-8 comes as a link (ingest.failures), never followed
-            self.cid, str(self.path.absolute()), self.path.name, st.st_size, st.st_mtime_ns, FORMAT, TOOL,
-            str(version)[:40] if version is not None else None, start, end,
-            (end - start) if start is not None and end is not None else None,
-            _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None),
-        ])
-
-
+        spans = {cid: (s, e) for cid, s, e in self.sql(f"""
+            SELECT capture_id, min(s), max(e) FROM (
+                SELECT capture_id, start_ns s, end_ns e FROM kernel_rows WHERE capture_id IN ({self.in_ids}) UNION ALL
+                SELECT capture_id, start_ns, end_ns FROM api_calls WHERE capture_id IN ({self.in_ids}) UNION ALL
+                SELECT capture_id, start_ns, end_ns FROM memcpys WHERE capture_id IN ({self.in_ids}) UNION ALL
+                SELECT capture_id, start_ns, end_ns FROM memsets WHERE capture_id IN ({self.in_ids}) UNION ALL
+                SELECT capture_id, start_ns, end_ns FROM syncs WHERE capture_id IN ({self.in_ids}) UNION ALL
+                SELECT capture_id, start_ns, end_ns FROM nvtx_rows WHERE capture_id IN ({self.in_ids}) UNION ALL
+                SELECT capture_id, start_ns, end_ns FROM cpu_ops WHERE capture_id IN ({self.in_ids}))
+            GROUP BY capture_id""").fetchall()}
+        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        values = []
+        for cid in self.ids:
+            span, ops = spans.get(cid, (None, None)), self.rows[cid].cpu_op_span
+            starts = [v for v in (span[0], *ops[:1]) if v is not None]
+            ends = [v for v in (span[1], *ops[1:]) if v is not None]
+            start, end = (min(starts) if starts else None), (max(ends) if ends else None)
+            version = self.headers[cid].get("schemaVersion")
+            path = self.paths[cid]
+            st = path.stat()
+            values.append([
+                # absolute(), not resolve(): a name that is not UTF-8 comes as a link (ingest.failures), never
+                # followed
+                cid, str(path.absolute()), path.name, st.st_size, st.st_mtime_ns, FORMAT, TOOL, "unknown",
+                str(version)[:40] if version is not None else None, start, end,
+                (end - start) if start is not None and end is not None else None, now,
+            ])
+        self.sql("INSERT INTO captures VALUES " + ", ".join(
+            "(" + ", ".join(sql_params.literal(v) for v in row) + ")" for row in values))
 
 
 def _ids(alias: str) -> str:
