@@ -336,3 +336,60 @@ def test_pytorch_traces_with_a_name_that_is_not_utf8_are_ingested_one_at_a_time(
         con.close()
     assert calls == [1, 1]
     assert names[0] == ranks[0].name and len(names) == 2
+
+
+def _odd_traces(folder: Path) -> list[Path]:
+    """Traces whose rows take the ingest's rarer paths: a range-profiler trace (profiled kernels and a note), a
+    kernel with a negative duration (dropped, with a note) beside one in a deferred table's span, and one with no
+    CUDA activity at all (the missing tables)."""
+    ranged = [{"ph": "X", "cat": "cuda_profiler_range", "name": f"kernel_{i % 3}", "pid": 0, "tid": 0,
+               "ts": 1000 + 10 * i, "dur": 10, "args": {"device": 0, "gpu__time_duration.sum": 5000.0 + i,
+                                                         "sm__throughput.avg.pct_of_peak_sustained_elapsed": 40.0}}
+              for i in range(5)]
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.5, "dur": 2,
+              "args": {"device": 0, "stream": 7, "correlation": 1, "grid": [1, 1, 1], "block": [32, 1, 1],
+                       "est. achieved occupancy %": 12.5}}
+    dropped = [kernel, {**kernel, "ts": 9, "dur": -1}, {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1,
+                                                       "tid": 1, "ts": 0.25, "dur": 40}]
+    host_only = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 3}]
+    paths = []
+    for name, events in (("ranged", ranged), ("dropped", dropped), ("host_only", host_only)):
+        path = folder / f"{name}.pt.trace.json"
+        path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("defer", [(), ("cpu_ops",)])
+def test_traces_of_every_shape_ingested_together_equal_one_at_a_time(defer, tmp_path):
+    from nsight_advisor.ingest.kineto.trace import ingest_kineto, ingest_kineto_many
+
+    shared = [TRACES / "kineto" / n for n in ("alexnet_trace.json.gz", "hta_nccl_data.json.gz")]
+    ranks = sorted(DLRM.glob("*.json.gz"))[:2]
+    if not all(p.exists() for p in shared) or len(ranks) != 2:
+        pytest.skip(f"the shared PyTorch traces are not at {TRACES / 'kineto'}")
+    items = list(enumerate([*shared, *ranks, *_odd_traces(tmp_path)], start=1))
+    tables = (*KINETO_TABLES, "kernel_names", "nvtx_domains", "ncu_kernels", "ncu_metrics", "capture_deferred")
+    contents = {}
+    for how in ("one at a time", "together"):
+        con = connect(None)
+        try:
+            if how == "together":
+                ingest_kineto_many(con, items, defer=defer)
+            else:
+                for cid, path in items:
+                    ingest_kineto(con, cid, path, defer=defer)
+            contents[how] = {t: con.execute(f"select * exclude (ingested_at) from {t} order by all" if t ==
+                                            "captures" else f"select * from {t} order by all").fetchall()
+                             for t in tables}
+            # what each capture's ingest wrote to the two tables of notes, in the order it wrote them
+            contents[how]["order"] = [con.execute(f"select capture_id, data from {t}").fetchall()
+                                      for t in ("capture_missing", "ingest_notes")]
+        finally:
+            con.close()
+    assert contents["one at a time"] == contents["together"]
+    got = contents["together"]
+    assert len(got["ncu_kernels"]) == 5 and len(got["collectives"]) > 0 and len(got["kernel_occupancy"]) > 0
+    assert {(r[0], r[1]) for r in got["ingest_notes"]} >= {(5, "ncu_kernels"), (6, "kernels")}
+    assert {r[1] for r in got["capture_missing"] if r[0] == 7} >= {"api_calls", "kernels", "gpus"}
+    assert (len(got["capture_deferred"]) == len(items)) == bool(defer) and (not got["cpu_ops"]) == bool(defer)
