@@ -163,7 +163,7 @@ class _Ingest:
         self.rows: dict[int, EventRows] = {}
         self.pending: dict[str, list[pa.Table]] = {table: [] for table in COLUMNS}
         self.pending_rows: dict[str, int] = dict.fromkeys(COLUMNS, 0)
-        # (capture id, order, table, values): capture_missing and ingest_notes rows, written in one statement each,
+        # (capture id, order found, row): capture_missing and ingest_notes rows, written in one statement each,
         # in the order one trace at a time would write them
         self.missing_rows: list[tuple] = []
         self.note_rows: list[tuple] = []
