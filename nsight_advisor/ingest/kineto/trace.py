@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import functools
+import os
 from pathlib import Path
 from typing import Collection, Sequence
 
@@ -160,6 +161,7 @@ class _Ingest:
         self.in_ids = ", ".join(str(cid) for cid in self.ids)  # whole numbers: safe to write into the SQL
         self.tmp = f"_kineto_{self.ids[0]}"
         self.headers: dict[int, dict] = {}
+        self.stats: dict[int, os.stat_result] = {}
         self.rows: dict[int, EventRows] = {}
         self.pending: dict[str, list[pa.Table]] = {table: [] for table in COLUMNS}
         self.pending_rows: dict[str, int] = dict.fromkeys(COLUMNS, 0)
@@ -284,6 +286,9 @@ class _Ingest:
             raise InputError(f"{path}: an event nested too deeply to be a trace event") from None
         for table, n in sorted(rows.dropped.items()):
             self.note(cid, table, n, "dropped events with a negative duration")
+        # the file as it was read: classified (ingest.failures) checks it did not change while this parse ran, so
+        # the capture row's size and time (the cache's key) describe what was read, whatever happens to it later
+        self.stats[cid] = path.stat()
 
     def after_events(self) -> None:
         """Once every trace is parsed: the last batches in, each GPU row's launching process and thread."""
@@ -449,8 +454,7 @@ class _Ingest:
             ends = [v for v in (span[1], *ops[1:]) if v is not None]
             start, end = (min(starts) if starts else None), (max(ends) if ends else None)
             version = self.headers[cid].get("schemaVersion")
-            path = self.paths[cid]
-            st = path.stat()
+            path, st = self.paths[cid], self.stats[cid]
             values.append([
                 # absolute(), not resolve(): a name that is not UTF-8 comes as a link (ingest.failures), never
                 # followed
