@@ -130,3 +130,38 @@ def test_256_ranks_open_with_the_job_in_chromium(dlrm, tmp_path):
         loaded.screenshot(tmp_path / "job256.png")
     finally:
         browser.close()
+
+
+_COMPILED = """
+import sys, jinja2
+compiled = []
+real = jinja2.Environment.compile
+def compile(self, source, name=None, *args, **kwargs):
+    compiled.append(name)
+    return real(self, source, name, *args, **kwargs)
+jinja2.Environment.compile = compile
+from nsight_advisor.report.html import _environment
+_environment().get_template(sys.argv[1])
+print(" ".join(sorted(n for n in compiled if n)))
+"""
+
+
+def test_the_first_template_compiled_stores_the_others_so_a_later_job_report_compiles_none(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from nsight_advisor.common.resources import templates_dir
+
+    env = {**os.environ, "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")}
+
+    def compiled(template: str) -> list[str]:
+        proc = subprocess.run([sys.executable, "-c", _COMPILED, template], env=env, capture_output=True, text=True,
+                              check=True)
+        return proc.stdout.split()
+
+    every = sorted(p.name for p in templates_dir().glob("*.j2"))
+    assert "job.html.j2" in every and "report.html.j2" in every
+    assert compiled("report.html.j2") == every  # a single capture's first run on the machine
+    assert compiled("job.html.j2") == []  # a job's report after it: from the support folder
+    assert compiled("compare.html.j2") == []
