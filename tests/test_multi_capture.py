@@ -255,16 +255,24 @@ def _settings(con) -> dict:
     return {n: con.execute(f"select current_setting('{n}')").fetchone()[0] for n in ("preserve_insertion_order",)}
 
 
-def test_small_pytorch_traces_ingested_together_equal_one_at_a_time(tmp_path):
-    from nsight_advisor.ingest import ingest_captures
+def _batches(monkeypatch) -> list[list[int]]:
+    """The capture ids of each call of the Kineto reader (ingest_kineto_many), as the calls are made."""
     from nsight_advisor.ingest.kineto import trace
+
+    calls, real = [], trace.ingest_kineto_many
+    monkeypatch.setattr(trace, "ingest_kineto_many",
+                        lambda con, items, **kw: (calls.append([c for c, _ in items]), real(con, items, **kw))[1])
+    return calls
+
+
+def test_small_pytorch_traces_ingested_together_equal_one_at_a_time(tmp_path, monkeypatch):
+    from nsight_advisor.ingest import ingest_captures
 
     ranks = sorted(DLRM.glob("*.json.gz"))
     if len(ranks) != 8:
         pytest.skip(f"the DLRM ranks are not at {DLRM}")
     items = [(i + 1, p) for i, p in enumerate(ranks)]
-    contents, together = {}, []
-    real = trace.ingest_kineto_many
+    contents, together = {}, _batches(monkeypatch)
     for how in ("one at a time", "together"):
         target = tmp_path / f"{how.replace(' ', '-')}.duckdb"
 
@@ -276,11 +284,7 @@ def test_small_pytorch_traces_ingested_together_equal_one_at_a_time(tmp_path):
                 ingest_captures(con, items)
             assert _settings(con) == before  # the reader's own settings do not outlive the ingest
 
-        trace.ingest_kineto_many = lambda con, its, **k: (together.append([c for c, _ in its]), real(con, its, **k))[1]
-        try:
-            store_cache.build_store(target, build)
-        finally:
-            trace.ingest_kineto_many = real
+        store_cache.build_store(target, build)
         con = connect(target, read_only=True)
         try:
             contents[how] = {t: con.execute(f"select * exclude (ingested_at) from {t} order by all" if t ==
@@ -313,28 +317,23 @@ def test_a_bad_trace_among_ones_ingested_together_is_the_first_bad_one_in_order(
         con.close()
 
 
-def test_pytorch_traces_with_a_name_that_is_not_utf8_are_ingested_one_at_a_time(tmp_path):
+def test_pytorch_traces_with_a_name_that_is_not_utf8_are_ingested_one_at_a_time(tmp_path, monkeypatch):
     import os
     import shutil
-
-    from nsight_advisor.ingest.kineto import trace
 
     ranks = sorted(DLRM.glob("*.json.gz"))
     if len(ranks) != 8:
         pytest.skip(f"the DLRM ranks are not at {DLRM}")
     odd = tmp_path / os.fsdecode(b"rank-\xff.pt.trace.json.gz")  # read through a link (ingest.failures)
     shutil.copy(ranks[1], odd)
-    calls = []
-    real = trace.ingest_kineto_many
-    trace.ingest_kineto_many = lambda con, its, **k: (calls.append(len(its)), real(con, its, **k))[1]
+    calls = _batches(monkeypatch)
     con = connect(None)
     try:
         parallel_ingest.ingest_many(con, [(1, ranks[0]), (2, odd)], work_dir=tmp_path)
         names = [r[0] for r in con.execute("select source_name from captures order by capture_id").fetchall()]
     finally:
-        trace.ingest_kineto_many = real
         con.close()
-    assert calls == [1, 1]
+    assert [len(c) for c in calls] == [1, 1]
     assert names[0] == ranks[0].name and len(names) == 2
 
 

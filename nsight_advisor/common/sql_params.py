@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 if TYPE_CHECKING:  # imported where a statement runs: the warm `analyze` path loads this module without duckdb
     import duckdb
@@ -60,6 +60,11 @@ def literal(value: Any) -> str:
     if isinstance(value, dt.datetime) and value.tzinfo is None:
         return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
     raise _NotLiteral(value)
+
+
+def values(rows: Iterable[Sequence[Any]]) -> str:
+    """``VALUES (...), (...)`` of ``rows``, each value a :func:`literal`: many rows in one INSERT."""
+    return "VALUES " + ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in rows)
 
 
 def execute(con: duckdb.DuckDBPyConnection, sql: str,

@@ -41,8 +41,7 @@ def write_header_tables(con: duckdb.DuckDBPyConnection, headers: dict[int, dict]
                             "torch.profiler in a process that called torch.distributed.init_process_group"))
     for table, rows in (("gpus", gpus), ("capture_distributed", distributed)):
         if rows:  # one statement for every device of every trace (a node's trace lists all eight GPUs of the node)
-            con.execute(f"INSERT INTO {table} VALUES " + ", ".join(
-                "(" + ", ".join(sql_params.literal(v) for v in row) + ")" for row in rows))
+            con.execute(f"INSERT INTO {table} {sql_params.values(rows)}")
     return missing
 
 

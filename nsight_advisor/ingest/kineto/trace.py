@@ -165,8 +165,7 @@ class _Ingest:
         self.rows: dict[int, EventRows] = {}
         self.pending: dict[str, list[pa.Table]] = {table: [] for table in COLUMNS}
         self.pending_rows: dict[str, int] = dict.fromkeys(COLUMNS, 0)
-        # (capture id, order found, row): capture_missing and ingest_notes rows, written in one statement each,
-        # in the order one trace at a time would write them
+        # capture_missing and ingest_notes rows in the order the steps found them, written in one statement each
         self.missing_rows: list[tuple] = []
         self.note_rows: list[tuple] = []
 
@@ -189,18 +188,18 @@ class _Ingest:
                 self.sql(f"DROP TABLE IF EXISTS {self.stage(table)}")
 
     def missing(self, cid: int, data: str, reason: str, option: str) -> None:
-        self.missing_rows.append((cid, len(self.missing_rows), (cid, data, reason, option)))
+        self.missing_rows.append((cid, data, reason, option))
 
     def note(self, cid: int, data: str, rows: int, note: str) -> None:
         if rows:
-            self.note_rows.append((cid, len(self.note_rows), (cid, data, rows, note)))
+            self.note_rows.append((cid, data, rows, note))
 
     def write_notes(self) -> None:
-        """The capture_missing and ingest_notes rows, by capture and in the order the steps found them."""
+        """The capture_missing and ingest_notes rows by capture, each capture's in the order the steps found them
+        (as one trace at a time writes them; the sort is stable)."""
         for table, rows in (("capture_missing", self.missing_rows), ("ingest_notes", self.note_rows)):
             if rows:
-                self.sql(f"INSERT INTO {table} VALUES " + ", ".join(
-                    "(" + ", ".join(sql_params.literal(v) for v in values) + ")" for *_, values in sorted(rows)))
+                self.sql(f"INSERT INTO {table} {sql_params.values(sorted(rows, key=lambda row: row[0]))}")
 
     def counts(self, table: str) -> dict[int, int]:
         """Rows of each capture in stored ``table`` (captures with none left out)."""
@@ -299,8 +298,8 @@ class _Ingest:
                   WHERE capture_id IN ({self.in_ids}) AND correlation_id IS NOT NULL
                   GROUP BY capture_id, correlation_id""")
         if self.defer_cpu_ops:
-            self.sql("INSERT INTO capture_deferred VALUES " + ", ".join(
-                f"({cid}, 'cpu_ops', {int(self.rows[cid].cpu_op_count)})" for cid in self.ids))
+            self.sql("INSERT INTO capture_deferred " + sql_params.values(
+                (cid, "cpu_ops", self.rows[cid].cpu_op_count) for cid in self.ids))
         calls = self.counts("api_calls")
         for cid in self.ids:
             if not calls.get(cid):
@@ -399,8 +398,7 @@ class _Ingest:
         domains = [(cid, domain_id, name) for cid in self.ids for name, domain_id in DOMAINS.items()
                    if (cid, domain_id) in used]
         if domains:
-            self.sql("INSERT INTO nvtx_domains VALUES " + ", ".join(
-                f"({cid}, {domain_id}, {sql_params.literal(name)})" for cid, domain_id, name in domains))
+            self.sql("INSERT INTO nvtx_domains " + sql_params.values(domains))
         for cid in self.ids:
             if not any(c == cid for c, _ in used):
                 self.missing(cid, "nvtx_ranges", "no user_annotation, gpu_user_annotation or ProfilerStep events",
@@ -462,8 +460,7 @@ class _Ingest:
                 str(version)[:40] if version is not None else None, start, end,
                 (end - start) if start is not None and end is not None else None, now,
             ])
-        self.sql("INSERT INTO captures VALUES " + ", ".join(
-            "(" + ", ".join(sql_params.literal(v) for v in row) + ")" for row in values))
+        self.sql("INSERT INTO captures " + sql_params.values(values))
 
 
 def _ids(alias: str) -> str:
