@@ -29,7 +29,8 @@ with names as (
     select capture_id, name, 'NVTX domain' as source from nvtx_domains where name is not null
 ),
 -- Each pattern is a constant in its own branch: DuckDB compiles a constant pattern once, and one read from a
--- joined column once per row (80 ms of the 8 DLRM ranks' analysis for 1,100 names).
+-- joined column once per row (80 ms of the 8 DLRM ranks' analysis for 1,100 names). The patterns are tried once
+-- per distinct lower-cased name: the ranks of a job share their names (the 8 DLRM ranks' 868 kernel names are 113).
 lowered as (
     select capture_id, name, source, lower(name) as l,
            case when source = 'NVTX domain' then 'domain' else 'name' end as kind
@@ -42,26 +43,31 @@ patterns (stack, priority, kind) as (
         ('openacc-openmp', 5, 'name'), ('openacc-openmp', 5, 'domain'), ('cuda-fortran', 6, 'name'),
         ('julia', 7, 'name'), ('cupy-numba', 8, 'name'), ('triton', 9, 'name')
 ),
-matched as (
-    select n.capture_id, p.stack, p.priority, n.source, n.name
-    from lowered n
+matched_names as (
+    select d.l, d.kind, p.stack, p.priority
+    from (select distinct l, kind from lowered) d
     join patterns p using (kind)
     where case p.stack || '/' || p.kind
-        when 'pytorch/name' then regexp_matches(n.l, 'at::native|at::cuda|\bc10::|\baten::|triton_(poi|red|per|tem)_fused')
-        when 'pytorch/domain' then regexp_matches(n.l, '^(pytorch|torch|aten)\b')
-        when 'jax/name' then regexp_matches(n.l, '\bjax\b|\bxla\b|^(loop|input)_[a-z0-9_]*fusion(_[0-9]+)?$')
-        when 'jax/domain' then regexp_matches(n.l, '^(xla|jax)\b')
-        when 'tensorflow/name' then regexp_matches(n.l, 'tensorflow::|eigenmetakernel')
-        when 'tensorflow/domain' then regexp_matches(n.l, '^tensorflow\b')
-        when 'tensorrt/name' then regexp_matches(n.l, 'genericreformat::|__myl_|\btrt_|nvinfer1?::|tensorrt')
-        when 'tensorrt/domain' then regexp_matches(n.l, '^tensorrt\b')
-        when 'openacc-openmp/name' then regexp_matches(n.l, '^nvkernel_.*_f[0-9]+l[0-9]+|__pgi_uacc|__omp_offloading|_[0-9]+_gpu(__red)?$')
-        when 'openacc-openmp/domain' then regexp_matches(n.l, '^(openacc|openmp)\b')
-        when 'cuda-fortran/name' then regexp_matches(n.l, '^pgf90_|^[a-z][a-z0-9]*_[a-z0-9_]+_$')
-        when 'julia/name' then regexp_matches(n.l, '^(_z[0-9]+)?julia_')
-        when 'cupy-numba/name' then regexp_matches(n.l, '^cupy_|cudapy|\bnumba\b')
-        when 'triton/name' then regexp_matches(n.l, 'triton')
+        when 'pytorch/name' then regexp_matches(d.l, 'at::native|at::cuda|\bc10::|\baten::|triton_(poi|red|per|tem)_fused')
+        when 'pytorch/domain' then regexp_matches(d.l, '^(pytorch|torch|aten)\b')
+        when 'jax/name' then regexp_matches(d.l, '\bjax\b|\bxla\b|^(loop|input)_[a-z0-9_]*fusion(_[0-9]+)?$')
+        when 'jax/domain' then regexp_matches(d.l, '^(xla|jax)\b')
+        when 'tensorflow/name' then regexp_matches(d.l, 'tensorflow::|eigenmetakernel')
+        when 'tensorflow/domain' then regexp_matches(d.l, '^tensorflow\b')
+        when 'tensorrt/name' then regexp_matches(d.l, 'genericreformat::|__myl_|\btrt_|nvinfer1?::|tensorrt')
+        when 'tensorrt/domain' then regexp_matches(d.l, '^tensorrt\b')
+        when 'openacc-openmp/name' then regexp_matches(d.l, '^nvkernel_.*_f[0-9]+l[0-9]+|__pgi_uacc|__omp_offloading|_[0-9]+_gpu(__red)?$')
+        when 'openacc-openmp/domain' then regexp_matches(d.l, '^(openacc|openmp)\b')
+        when 'cuda-fortran/name' then regexp_matches(d.l, '^pgf90_|^[a-z][a-z0-9]*_[a-z0-9_]+_$')
+        when 'julia/name' then regexp_matches(d.l, '^(_z[0-9]+)?julia_')
+        when 'cupy-numba/name' then regexp_matches(d.l, '^cupy_|cudapy|\bnumba\b')
+        when 'triton/name' then regexp_matches(d.l, 'triton')
         else false end
+),
+matched as (
+    select n.capture_id, m.stack, m.priority, n.source, n.name
+    from lowered n
+    join matched_names m on m.l = n.l and m.kind = n.kind
 )
 select
     capture_id,                     -- captures.capture_id
@@ -85,6 +91,15 @@ with ranked as (
     from program_evidence
     group by capture_id, stack
 ),
+chosen as (
+    -- per capture, in one pass: the stack with the lowest priority (ties: by name), and every stack seen
+    select capture_id,
+           arg_min(stack, struct_pack(p := priority, s := stack)) as stack,
+           list(stack order by priority, stack) as stacks_seen,
+           arg_min(evidence, struct_pack(p := priority, s := stack)) as evidence
+    from ranked
+    group by capture_id
+),
 ran_kernels as (
     select capture_id from kernel_names group by capture_id
     union
@@ -93,20 +108,19 @@ ran_kernels as (
 select
     c.capture_id,                   -- captures.capture_id
     coalesce(
-        (select r.stack from ranked r where r.capture_id = c.capture_id order by r.priority, r.stack limit 1),
+        p.stack,
         case when c.capture_id in (select capture_id from ran_kernels) then 'cuda-cpp' else 'unknown' end
     ) as stack,                     -- the stack advice is written for: one of program_evidence.stack, 'cuda-cpp' or 'unknown'
+    coalesce(p.stacks_seen, []::varchar[]) as stacks_seen,  -- every stack with evidence, most specific first
     coalesce(
-        (select list(r.stack order by r.priority, r.stack) from ranked r where r.capture_id = c.capture_id),
-        []::varchar[]
-    ) as stacks_seen,               -- every stack with evidence, most specific first
-    coalesce(
-        (select r.evidence from ranked r where r.capture_id = c.capture_id order by r.priority, r.stack limit 1),
+        p.evidence,
         case when c.capture_id in (select capture_id from ran_kernels)
              then 'no framework, compiler or library kernel names: plain CUDA C/C++ assumed'
              else 'no kernels and no NVTX domains to judge by' end
     ) as evidence                   -- the names that decided it, e.g. "kernel name 'void at::native::...' (+41 more)"
-from captures c;
+from captures c
+left join chosen p on p.capture_id = c.capture_id
+order by c.capture_id;
 
 -- One row per GPU of a capture: compute capability and what it supports, with the peak numbers advice and impact
 -- estimates use. Tensor cores and their precisions by compute capability (CUDA C++ Programming Guide, warp matrix
