@@ -341,3 +341,43 @@ def test_sqlite_scanner_loads_signed_from_the_pinned_package(store) -> None:
     loaded, installed = store.execute(
         "SELECT loaded, installed FROM duckdb_extensions() WHERE extension_name = 'sqlite_scanner'").fetchone()
     assert loaded is True and installed is False  # loaded from the package's file; nothing installed or fetched
+
+
+@pytest.mark.parametrize("min_rows", [4, 5])
+def test_deferred_tables_keep_their_export_rows_and_span(tmp_path: Path, min_rows: int, monkeypatch) -> None:
+    """A deferred table is counted and spanned in one scan of the export: its rows (all of them) and the span
+    of the rows a full ingest would keep, so the capture's start and end do not depend on what was deferred.
+    A table under the threshold loads as before, counted without reading past the threshold."""
+    from nsight_advisor.ingest.nsys import reader as nsys_reader
+
+    export = _tampered_sample(
+        tmp_path / "metrics.sqlite",
+        "CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER, sourceId INTEGER, typeName TEXT, metricId INTEGER, "
+        "metricName TEXT)",
+        "CREATE TABLE GPU_METRICS (rawTimestamp INTEGER, timestamp INTEGER, typeId INTEGER, metricId INTEGER, "
+        "value INTEGER)",
+        "INSERT INTO TARGET_INFO_GPU_METRICS VALUES (1, 0, 'GPU 0', 1, 'SMs Active'), (1, 0, 'GPU 0', 2, 'SM Issue')",
+        # the last sample ends the capture; the first names no metric of the info table, so no ingest keeps it
+        "INSERT INTO GPU_METRICS VALUES (0, 1010000000, 1, 1, 40), (0, 1010000000, 1, 2, 10), "
+        "(0, 1040000000, 1, 1, 0), (0, 950000000, 1, 9, 5)",
+        # a range past the last CUDA call, and one ending before it starts (dropped by a full ingest)
+        "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid) "
+        "SELECT 1005000000, 1030000000, 60, 'late', globalTid FROM NVTX_EVENTS LIMIT 1",
+        "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid) "
+        "SELECT 900000000, 800000000, 60, 'backwards', globalTid FROM NVTX_EVENTS LIMIT 1")
+    full = connect(None)
+    ingest_nsys_sqlite(full, 1, export)
+    monkeypatch.setattr(nsys_reader, "DEFER_MIN_ROWS", min_rows)
+    deferred = connect(None)
+    ingest_nsys_sqlite(deferred, 1, export, defer=("nvtx_ranges", "gpu_metrics"))
+
+    span = "SELECT start_ns, end_ns, duration_ns FROM captures"
+    assert full.execute(span).fetchone() == (1_000_000_000, 1_040_000_000, 40_000_000)
+    assert deferred.execute(span).fetchone() == full.execute(span).fetchone()
+    expected = [("nvtx_ranges", 26)] + ([("gpu_metrics", 4)] if min_rows <= 4 else [])
+    assert sorted(deferred.execute("SELECT data, export_rows FROM capture_deferred").fetchall()) == sorted(expected)
+    assert deferred.execute("SELECT count(*) FROM nvtx_ranges").fetchone()[0] == 0
+    loaded = deferred.execute("SELECT count(*) FROM gpu_metrics").fetchone()[0]
+    assert loaded == (0 if min_rows <= 4 else 3) and full.execute("SELECT count(*) FROM gpu_metrics").fetchone()[0] == 3
+    full.close()
+    deferred.close()

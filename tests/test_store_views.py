@@ -149,6 +149,36 @@ def test_the_ncu_views_made_empty_without_nsight_compute_data_are_what_computing
         assert con.execute(f"select count(*) from {v}").fetchone()[0] == 0
 
 
+def test_a_small_store_reads_its_kernels_from_one_copy_and_analyzes_the_same(tmp_path, monkeypatch) -> None:
+    # prepare copies the kernels view into a temp table in a store of few kernels (each rule then plans a table,
+    # not three name joins); the copy holds the view's rows and columns, and the analysis is the same either way
+    from nsight_advisor.analysis import accounting
+    from nsight_advisor.engine.analyze import run_analysis
+
+    con = connect(tmp_path / "s.duckdb")
+    ingest_capture(con, 1, SAMPLE)
+    view = con.execute("select * from kernels order by all").fetchall()
+    columns = [d[0] for d in con.execute("select * from kernels limit 0").description]
+    copied = "select count(*) from duckdb_tables() where temporary and table_name = 'kernels'"
+    accounting.prepare(con, [1])
+    assert con.execute(copied).fetchone()[0] == 1
+    assert con.execute("select * from kernels order by all").fetchall() == view
+    assert [d[0] for d in con.execute("select * from kernels limit 0").description] == columns
+    con.close()
+
+    results = []
+    for limit in (accounting.SMALL_KERNEL_ROWS, 0):  # the sample's 378 kernels copied, then left as the view
+        monkeypatch.setattr(accounting, "SMALL_KERNEL_ROWS", limit)
+        con = connect(tmp_path / "s.duckdb", read_only=True)
+        results.append(run_analysis(con, [1]).to_dict())
+        assert con.execute(copied).fetchone()[0] == (1 if limit else 0)
+        con.close()
+    for result in results:  # the rules' elapsed times are all that may differ
+        for outcome in result["outcomes"]:
+            outcome.pop("elapsed_s", None)
+    assert results[0] == results[1] and results[0]["findings"]
+
+
 def test_a_small_store_is_analyzed_on_one_thread_without_the_large_data_optimizer_passes(tmp_path) -> None:
     # the pinned DuckDB knows every pass named (a name it did not know would make the whole setting fail)
     from nsight_advisor.store.opening import SMALL_STORE_SKIPPED_OPTIMIZERS, fit_small_store

@@ -38,6 +38,13 @@ if TYPE_CHECKING:
 MATERIALIZED_VIEWS = ("analysis_window", "cuda_api_calls", "gpu_time_segments", "gpu_idle_gaps", "gpu_time_partition",
                       "copy_exposure", "comm_ranks", "collective_ops", "collective_clock_offsets", "collective_ranks")
 
+#: Stores with at most this many kernel rows get ``kernels`` (the rows joined with their three names) as a temp
+#: table too, before the views above: about twenty rules, the partition and the summary read it, and DuckDB
+#: plans and runs its three name joins again in each. Copied once, it took the 8 DLRM ranks' rules from 0.58 to
+#: 0.48 s (docs/performance.md, "Thirteenth pass"). Larger stores keep the view: each copied row repeats its
+#: names (a million kernels would hold a few hundred MB of them).
+SMALL_KERNEL_ROWS = 100_000
+
 #: Views computed into temp tables only when a rule of the analysis reads them (after MATERIALIZED_VIEWS, which
 #: they read): host_activity joins every CUDA call, OS runtime call and operator with the idle gaps, and both
 #: gpu-idle-gap and startup-cost read it.
@@ -102,6 +109,8 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
     if chosen:
         _set_window(con, capture_ids, window)
     iterations: dict[int, Any] = {}
+    if _few_kernels(con):
+        con.execute(f"create or replace temp table kernels as select * from {stored(con, 'kernels')}")
     for view in MATERIALIZED_VIEWS:
         if view == "analysis_window":
             if not chosen:
@@ -136,6 +145,12 @@ def materialize_read(con: duckdb.DuckDBPyConnection, queries: Sequence[str]) -> 
     for view in read:
         con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}")
     return read
+
+
+def _few_kernels(con) -> bool:
+    """Whether the store holds at most :data:`SMALL_KERNEL_ROWS` kernel rows (of all its captures: the view is
+    copied whole, as the analysis's other temp tables are)."""
+    return con.execute("select count(*) from kernel_rows").fetchone()[0] <= SMALL_KERNEL_ROWS
 
 
 def _has_nested_calls(con, capture_ids: Sequence[int]) -> bool:

@@ -79,6 +79,27 @@ class ExportCatalog:
                 raise InputError(f"{self.path}: cannot be read as SQLite ({exc})") from None
         return self.counts[table]
 
+    def at_least(self, table: str, rows: int) -> bool:
+        """Whether ``table`` holds at least ``rows`` rows, reading no more than that many: a table found smaller
+        is counted exactly on the way; a larger one is left for a reader that scans it anyway to count
+        (:meth:`set_count`, as a deferred table's span does)."""
+        if table not in self.tables:
+            return False
+        if table not in self.counts:
+            try:
+                found = int(sqlite_rows(self.read_path, f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table)} "
+                                                        f"LIMIT {int(rows)})")[0][0])
+            except sqlite3.DatabaseError as exc:
+                raise InputError(f"{self.path}: cannot be read as SQLite ({exc})") from None
+            if found < rows:
+                self.counts[table] = found
+            return found >= rows
+        return self.counts[table] >= rows
+
+    def set_count(self, table: str, rows: int) -> None:
+        """Record the rows of ``table`` counted by a reader's own scan of it."""
+        self.counts[table] = int(rows)
+
 
 #: Export tables counted when the catalog is read (every ingest needs their counts for its dropped-row notes).
 COUNTED_FIRST = (KERNEL, RUNTIME, MEMCPY, MEMSET, SYNC)

@@ -119,10 +119,13 @@ def read_gpu_metrics(reader: ExportReader) -> None:
         reader.missing("gpu_metrics", f"no {GPU_METRICS} table: GPU metrics were not sampled",
                      "nsys profile --gpu-metrics-devices=all")
         return
+    # The table's rows, and the span of those with a known metric (each sample joins one distinct metric row).
     if reader.deferred("gpu_metrics", GPU_METRICS, f"""
-            SELECT min(g.timestamp), max(g.timestamp) FROM {reader.table(GPU_METRICS)} g
-            WHERE EXISTS (SELECT 1 FROM {reader.table(GPU_METRICS_INFO)} i
-                          WHERE i.typeId = g.typeId AND i.metricId = g.metricId)"""):
+            SELECT count(*), min(g.timestamp) FILTER (WHERE i.typeId IS NOT NULL),
+                   max(g.timestamp) FILTER (WHERE i.typeId IS NOT NULL)
+            FROM {reader.table(GPU_METRICS)} g
+            LEFT JOIN (SELECT DISTINCT typeId, metricId FROM {reader.table(GPU_METRICS_INFO)}) i
+              ON i.typeId = g.typeId AND i.metricId = g.metricId"""):
         return
     reader.sql(f"""
         INSERT INTO gpu_metrics

@@ -42,14 +42,13 @@ def read_nvtx_ranges(reader: ExportReader) -> None:
         return reader.col(NVTX, name, n)
 
     kinds = f"({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}, {E.NVTX_DOMAIN_CREATE})"
-    # The span of the rows the insert below would keep (marks end where they start).
+    # The table's rows, and the span of the rows the insert below would keep (marks end where they start).
+    end = f"""CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END"""
+    kept = f"""eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}) AND start IS NOT NULL
+               AND {end} >= start AND TRY_CAST(({end})::HUGEINT - start AS BIGINT) IS NOT NULL"""
     if reader.deferred("nvtx_ranges", NVTX, f"""
-            SELECT min(start), max(CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END)
-            FROM {reader.table(NVTX)} WHERE eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END})
-              AND start IS NOT NULL
-              AND CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END >= start
-              AND TRY_CAST((CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END)
-                           ::HUGEINT - start AS BIGINT) IS NOT NULL"""):
+            SELECT count(*), min(start) FILTER (WHERE {kept}), max({end}) FILTER (WHERE {kept})
+            FROM {reader.table(NVTX)}"""):
         return
     # The columns as they lie (each one costs on the way through Arrow): the insert derives the rest.
     source = f"""
