@@ -69,8 +69,17 @@ def analyze(paths: Sequence[Path], *, rules_dirs=(), config_path=None, overrides
         cached = store.kept_result(result_from_dict, **keyed)  # the warm path: no database opened
         if cached is not None:
             return cached
-    con, ids = store.open(use_cache=use_cache, progress=progress, unread=_unread_by_rules(settings),
-                          executor=executor)
+    # Where this process will read an nsys export, DuckDB's sqlite scanner loads on a second thread meanwhile
+    # (nsight_advisor.store.ingest_instance); not for Ray, whose tasks read the exports.
+    from nsight_advisor.store.ingest_instance import prepare_for
+
+    instance = prepare_for(store.inputs) if executor is None or executor.kind != "ray" else None
+    try:
+        con, ids = store.open(use_cache=use_cache, progress=progress, unread=_unread_by_rules(settings),
+                              executor=executor, instance=instance)
+    finally:
+        if instance is not None:
+            instance.close()
     spill = None
     try:
         from nsight_advisor.store.duplicates import refuse_merged_duplicates

@@ -234,18 +234,19 @@ def _holder(fd: int) -> str:
     return ""
 
 
-def build_store(target: Path, fill: Callable[[duckdb.DuckDBPyConnection], None]) -> None:
+def build_store(target: Path, fill: Callable[[duckdb.DuckDBPyConnection], None], *, instance=None) -> None:
     """Build a new store at ``target``: ``fill`` a fresh temporary store beside it, then rename it over ``target``.
 
     Call under :func:`build_lock`. Readers holding the old store open keep reading the old file; on any
-    error the temporary file is removed and ``target`` is left as it was.
+    error the temporary file is removed and ``target`` is left as it was. ``instance``: a prepared DuckDB
+    instance to build it with (nsight_advisor.store.ingest_instance).
     """
     from nsight_advisor.store.database import atomic_store
 
     cache_safety.check_entry(target)
     remove_dead_temp_files(target)
     # follow=False: a link at ``target`` is replaced itself; the file it names is never written.
-    with atomic_store(target, fresh=True, follow=False) as con:
+    with atomic_store(target, fresh=True, follow=False, instance=instance) as con:
         fill(con)
 
 

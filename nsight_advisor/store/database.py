@@ -10,13 +10,18 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import duckdb
 
+from nsight_advisor.common.connections import ATTACHED_STORE
 from nsight_advisor.common.errors import InputError
+from nsight_advisor.common.sql_params import literal
 from nsight_advisor.schema import create_schema
 from nsight_advisor.common.text import first_line
+
+if TYPE_CHECKING:
+    from nsight_advisor.store.ingest_instance import PreparedInstance
 
 
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
@@ -25,30 +30,54 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
 
     A writable store gets the schema (tables created where absent, views replaced) unless ``schema`` is false:
     a copy of the schema template (nsight_advisor.store.schema_template) has it already."""
-    # No extension is ever installed or autoloaded (no network at run time), and DuckDB's own progress bar
-    # stays off: it prints to stdout, which would corrupt `analyze --format json` written to stdout.
-    config = {
-        "autoinstall_known_extensions": "false",
-        "autoload_known_extensions": "false",
-    }
     database = ":memory:" if path is None else str(path)
     try:
-        con = duckdb.connect(database, read_only=read_only, config=config)
+        con = duckdb.connect(database, read_only=read_only, config=dict(CONNECT_CONFIG))
     except duckdb.Error as exc:
         raise InputError(f"{path}: not a readable nsight-advisor store ({first_line(exc)})") from exc
-    con.execute("SET enable_progress_bar = false")
-    # DuckDB picks a nested-loop join when it estimates a side at 5 rows or fewer; the analysis layer's interval
-    # joins (a few thousand idle gaps against a million calls or ranges) are then estimated tiny and run for
-    # minutes. A range join (IEJoin) sorts both sides once.
-    con.execute("SET nested_loop_join_threshold = 0")
+    _configure(con)
     if not read_only and schema:
         create_schema(con)
     return con
 
 
+#: Every DuckDB instance's configuration: no extension is ever installed or autoloaded (no network at run time).
+CONNECT_CONFIG = {
+    "autoinstall_known_extensions": "false",
+    "autoload_known_extensions": "false",
+}
+
+def _configure(con: duckdb.DuckDBPyConnection) -> None:
+    # DuckDB's own progress bar stays off: it prints to stdout, which would corrupt `analyze --format json`
+    # written to stdout.
+    con.execute("SET enable_progress_bar = false")
+    # DuckDB picks a nested-loop join when it estimates a side at 5 rows or fewer; the analysis layer's interval
+    # joins (a few thousand idle gaps against a million calls or ranges) are then estimated tiny and run for
+    # minutes. A range join (IEJoin) sorts both sides once.
+    con.execute("SET nested_loop_join_threshold = 0")
+
+
+def attach_store(con: duckdb.DuckDBPyConnection, path: Path, *, schema: bool = True) -> duckdb.DuckDBPyConnection:
+    """``con`` (an in-memory instance, nsight_advisor.store.ingest_instance) with the writable store at ``path``
+    attached as its default database: what :func:`connect` gives, the same file written the same way. DuckDB
+    spills beside the store, as it does for a store opened directly (not into the working folder, an in-memory
+    instance's default)."""
+    try:
+        con.execute(f"ATTACH {literal(str(path))} AS {ATTACHED_STORE}")
+        con.execute(f"USE {ATTACHED_STORE}")
+        con.execute(f"SET temp_directory = {literal(str(path) + '.tmp')}")
+    except duckdb.Error as exc:
+        con.close()
+        raise InputError(f"{path}: not a readable nsight-advisor store ({first_line(exc)})") from exc
+    _configure(con)
+    if schema:
+        create_schema(con)
+    return con
+
+
 @contextlib.contextmanager
-def atomic_store(path: str | os.PathLike, *, fresh: bool = False,
-                 follow: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+def atomic_store(path: str | os.PathLike, *, fresh: bool = False, follow: bool = True,
+                 instance: PreparedInstance | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """Yield a connection to a temporary store beside ``path``; rename it over ``path`` on success.
 
     The temporary store starts as a copy of the store at ``path`` (so captures can be added to it), or empty
@@ -56,6 +85,7 @@ def atomic_store(path: str | os.PathLike, *, fresh: bool = False,
     as it was. The temporary store lives in this run's folder beside ``path`` (:mod:`nsight_advisor.common.run_folder`:
     same file system for the rename, short names whatever the target's name, reclaimed after a SIGKILL).
     ``follow=False`` (cache entries): a symbolic link at ``path`` is replaced by the store, never followed.
+    ``instance``: a prepared DuckDB instance (nsight_advisor.store.ingest_instance) to build the store with.
     """
     from nsight_advisor.common.run_folder import release, temp_path
 
@@ -70,7 +100,8 @@ def atomic_store(path: str | os.PathLike, *, fresh: bool = False,
             from nsight_advisor.store.schema_template import copy_template
 
             copied = copy_template(tmp)
-        con = connect(tmp, schema=not copied)
+        prepared = instance.take() if instance is not None else None
+        con = connect(tmp, schema=not copied) if prepared is None else attach_store(prepared, tmp, schema=not copied)
         try:
             yield con
             con.execute("CHECKPOINT")

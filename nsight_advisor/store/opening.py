@@ -79,13 +79,14 @@ class StoreHandle:
         return store_cache.open_if_current(self.target, self.inputs, keyed=True, may_lack=frozenset(may_lack))
 
     def open(self, *, use_cache: bool = True, progress: bool = False, executor=None,
-             unread: frozenset[str] = frozenset()) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
+             unread: frozenset[str] = frozenset(), instance=None) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
         """A read-only connection to the store and its capture ids: the current store reused (unless
         ``use_cache`` is false), else built under the store's lock while nothing else builds it.
 
         ``unread``: tables the caller will not read. A cache store is then built without them (an ingest may
         defer them, see ``capture_deferred``), and a cache store that lacks a table the caller reads is rebuilt
-        in full. A store the user named with ``--store`` is always complete.
+        in full. A store the user named with ``--store`` is always complete. ``instance``: a prepared DuckDB
+        instance to build the store with (nsight_advisor.store.ingest_instance; the caller closes it).
         """
         target, resolved = self.target, self.inputs
         if resolved is None:
@@ -106,7 +107,7 @@ class StoreHandle:
                     # A cache entry is ours, whatever is in it (a damaged one is rebuilt); a --store is the user's.
                     if not self.keyed:
                         _check_owned(self.given, target, resolved)
-                    _ingest_fresh(resolved, target, progress, defer, executor)
+                    _ingest_fresh(resolved, target, progress, defer, executor, instance)
                     if self.keyed:
                         for stale in store_cache.remove_stale_versions(target):
                             result_cache.forget_store(stale)
@@ -217,13 +218,15 @@ def capture_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
     return [r[0] for r in con.execute("SELECT capture_id FROM captures ORDER BY capture_id").fetchall()]
 
 
-def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer=frozenset(), executor=None) -> None:
+def _ingest_fresh(paths: list[Path], store_path: Path, progress: bool, defer=frozenset(), executor=None,
+                  instance=None) -> None:
     """Build a new store holding ``paths`` (capture ids 1..n) and rename it over ``store_path``."""
     from nsight_advisor.store.parallel_ingest import ingest_many
 
     items = list(zip(range(1, len(paths) + 1), paths))
     store_cache.build_store(store_path, lambda con: ingest_many(
-        con, items, work_dir=store_path.parent, progress=progress, defer=defer, executor=executor))
+        con, items, work_dir=store_path.parent, progress=progress, defer=defer, executor=executor),
+        instance=instance)
 
 
 #: DuckDB memory for the rules and the summary; beyond it DuckDB evicts cached blocks and spills, so the

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
 from nsight_advisor.common import sql_params
+from nsight_advisor.common.connections import second_connection
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.failures import classified
 from nsight_advisor.ingest.gc_pause import gc_paused
@@ -383,7 +384,7 @@ class _Ingest:
             ORDER BY thread, a.start_ns, a.end_ns DESC"""
         reader = self.sql(source).to_arrow_reader(DEPTH_BATCH_ROWS)
         stream = DepthStream()
-        writer = self.con.cursor()  # the first connection is busy streaming the stage
+        writer = second_connection(self.con)  # the first connection is busy streaming the stage
         try:
             stream_view(writer, "kineto_ranges", pa.RecordBatchReader.from_batches(
                 stream.output_schema(reader.schema), stream.batches(reader)))

@@ -10,6 +10,7 @@ import duckdb
 
 from nsight_advisor.ingest.arrow_scan import stream_view
 from nsight_advisor.common import sql_params
+from nsight_advisor.common.connections import second_connection
 from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.nsys.catalog import NVTX, PID_OF, TID_OF, sql_text
@@ -99,7 +100,7 @@ def insert_nvtx(reader: ExportReader, nvtx: NvtxStream, *, ordered: bool) -> Non
         # A second connection inserts while the first one streams the export (which may be a lenient TEMP
         # copy, seen by the first only). Nothing else may run on the first meanwhile: a new statement there
         # would end the stream.
-        writer = reader.con.cursor()
+        writer = second_connection(reader.con)
         keep_order = str(reader.sql("SELECT current_setting('preserve_insertion_order')").fetchone()[0])
         reads = batches = None
         try:
@@ -209,7 +210,7 @@ class NvtxStream:
         new = [i for i in pc.unique(wanted).to_pylist() if i not in self._known]
         if new:
             if self._lookup is None:
-                self._lookup = self.con.cursor()
+                self._lookup = second_connection(self.con)
             ids = ", ".join(str(int(i)) for i in new)
             found = dict(self._lookup.execute(f"SELECT id, value FROM {self.strings} WHERE id IN ({ids})").fetchall())
             self._known.update((i, found.get(i)) for i in new)

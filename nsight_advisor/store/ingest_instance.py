@@ -1,0 +1,79 @@
+"""A DuckDB instance made ready for an Nsight Systems ingest on a second thread, while the run does other work.
+
+Reading an export needs DuckDB's sqlite scanner, and loading it checks the extension's signature: DuckDB reads and
+hashes the 35 MB file, 0.1 to 0.15 s, more than a small export's whole ingest (docs/performance.md, "Thirteenth
+pass"). The check stays on; it runs on a thread of its own from the moment a run knows it will read an export,
+beside the interpreter's work that comes before the ingest (loading the rules, resolving the cache entry,
+copying the schema template), so that on two cores it costs next to nothing in wall time.
+
+The instance is in memory, with the settings :func:`nsight_advisor.store.database.connect` gives a store's
+connection; the store being built is attached to it and made its default database
+(:func:`nsight_advisor.store.database.attach_store`), so the ingest writes the same file, the same way. An instance
+not taken (the store was current after all) is closed by :meth:`PreparedInstance.close`; one whose preparation
+failed is never handed out: the ingest then connects as usual and reports the failure itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Iterable
+
+import duckdb
+
+#: The first bytes of the inputs whose ingest loads the sqlite scanner in this process: an nsys SQLite export,
+#: and a raw report (exported to SQLite first). nsight_advisor.ingest.detect sniffs the same way.
+_SCANNED = (b"SQLite format 3\x00", b"NVIDIA Tegra Profiler Report")
+
+
+class PreparedInstance:
+    """An in-memory DuckDB connection with the sqlite scanner loaded, made on a thread started at creation."""
+
+    def __init__(self) -> None:
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._taken = False
+        self._thread = threading.Thread(target=self._prepare, name="nsight-advisor-scanner", daemon=True)
+        self._thread.start()
+
+    def _prepare(self) -> None:
+        from nsight_advisor.ingest.nsys.catalog import load_sqlite_scanner
+        from nsight_advisor.store.database import CONNECT_CONFIG
+
+        con = None
+        try:
+            con = duckdb.connect(":memory:", config=dict(CONNECT_CONFIG))
+            load_sqlite_scanner(con)
+        except Exception:  # noqa: BLE001  (the ingest connects as usual and meets the same failure itself)
+            if con is not None:
+                con.close()
+            return
+        self._con = con
+
+    def take(self) -> duckdb.DuckDBPyConnection | None:
+        """The prepared connection, once (None when its preparation failed, or after the first call)."""
+        self._thread.join()
+        if self._taken:
+            return None
+        self._taken = True
+        return self._con
+
+    def close(self) -> None:
+        """Close the connection unless it was taken (waits for the thread: it must not outlive the run)."""
+        self._thread.join()
+        if not self._taken and self._con is not None:
+            self._con.close()
+        self._taken = True
+
+
+def prepare_for(paths: Iterable[Path] | None) -> PreparedInstance | None:
+    """A :class:`PreparedInstance` when the first of ``paths`` (the capture the ingest reads in this process) is
+    an nsys export or report, else None."""
+    first = next(iter(paths or ()), None)
+    if first is None:
+        return None
+    try:
+        with open(first, "rb") as fh:
+            head = fh.read(32)
+    except OSError:
+        return None
+    return PreparedInstance() if head.startswith(_SCANNED) else None
