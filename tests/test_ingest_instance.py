@@ -78,7 +78,7 @@ def test_a_failed_preparation_leaves_the_ingest_to_connect_as_usual(monkeypatch)
     def fail(con):
         raise RuntimeError("no scanner here")
 
-    monkeypatch.setattr("nsight_advisor.ingest.nsys.catalog.load_sqlite_scanner", fail)
+    monkeypatch.setattr(ingest_instance, "load_sqlite_scanner", fail)
     instance = PreparedInstance()
     assert instance.take() is None
 

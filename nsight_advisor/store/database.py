@@ -10,7 +10,7 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import duckdb
 
@@ -20,8 +20,12 @@ from nsight_advisor.common.sql_params import literal
 from nsight_advisor.schema import create_schema
 from nsight_advisor.common.text import first_line
 
-if TYPE_CHECKING:
-    from nsight_advisor.store.ingest_instance import PreparedInstance
+
+#: Every DuckDB instance's configuration: no extension is ever installed or autoloaded (no network at run time).
+CONNECT_CONFIG = {
+    "autoinstall_known_extensions": "false",
+    "autoload_known_extensions": "false",
+}
 
 
 def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
@@ -40,12 +44,6 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         create_schema(con)
     return con
 
-
-#: Every DuckDB instance's configuration: no extension is ever installed or autoloaded (no network at run time).
-CONNECT_CONFIG = {
-    "autoinstall_known_extensions": "false",
-    "autoload_known_extensions": "false",
-}
 
 def _configure(con: duckdb.DuckDBPyConnection) -> None:
     # DuckDB's own progress bar stays off: it prints to stdout, which would corrupt `analyze --format json`
@@ -77,7 +75,7 @@ def attach_store(con: duckdb.DuckDBPyConnection, path: Path, *, schema: bool = T
 
 @contextlib.contextmanager
 def atomic_store(path: str | os.PathLike, *, fresh: bool = False, follow: bool = True,
-                 instance: PreparedInstance | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+                 instance=None) -> Iterator[duckdb.DuckDBPyConnection]:
     """Yield a connection to a temporary store beside ``path``; rename it over ``path`` on success.
 
     The temporary store starts as a copy of the store at ``path`` (so captures can be added to it), or empty
@@ -85,7 +83,8 @@ def atomic_store(path: str | os.PathLike, *, fresh: bool = False, follow: bool =
     as it was. The temporary store lives in this run's folder beside ``path`` (:mod:`nsight_advisor.common.run_folder`:
     same file system for the rename, short names whatever the target's name, reclaimed after a SIGKILL).
     ``follow=False`` (cache entries): a symbolic link at ``path`` is replaced by the store, never followed.
-    ``instance``: a prepared DuckDB instance (nsight_advisor.store.ingest_instance) to build the store with.
+    ``instance``: a prepared DuckDB instance (nsight_advisor.store.ingest_instance.PreparedInstance) to build the
+    store with.
     """
     from nsight_advisor.common.run_folder import release, temp_path
 

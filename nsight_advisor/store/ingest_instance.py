@@ -21,6 +21,9 @@ from typing import Iterable
 
 import duckdb
 
+from nsight_advisor.ingest.nsys.catalog import load_sqlite_scanner
+from nsight_advisor.store.database import CONNECT_CONFIG
+
 #: The first bytes of the inputs whose ingest loads the sqlite scanner in this process: an nsys SQLite export,
 #: and a raw report (exported to SQLite first). nsight_advisor.ingest.detect sniffs the same way.
 _SCANNED = (b"SQLite format 3\x00", b"NVIDIA Tegra Profiler Report")
@@ -36,9 +39,8 @@ class PreparedInstance:
         self._thread.start()
 
     def _prepare(self) -> None:
-        from nsight_advisor.ingest.nsys.catalog import load_sqlite_scanner
-        from nsight_advisor.store.database import CONNECT_CONFIG
-
+        # Nothing is imported here: the modules are imported by the thread that starts this one, so that no two
+        # threads import at once.
         con = None
         try:
             con = duckdb.connect(":memory:", config=dict(CONNECT_CONFIG))
