@@ -21,12 +21,13 @@ from typing import Iterable
 
 import duckdb
 
+from nsight_advisor.ingest.detect import NSYS_REP_MAGIC, SQLITE_MAGIC
 from nsight_advisor.ingest.nsys.catalog import load_sqlite_scanner
 from nsight_advisor.store.database import CONNECT_CONFIG
 
 #: The first bytes of the inputs whose ingest loads the sqlite scanner in this process: an nsys SQLite export,
-#: and a raw report (exported to SQLite first). nsight_advisor.ingest.detect sniffs the same way.
-_SCANNED = (b"SQLite format 3\x00", b"NVIDIA Tegra Profiler Report")
+#: and a raw report (exported to SQLite first), as nsight_advisor.ingest.detect tells them apart.
+_SCANNED = (SQLITE_MAGIC, NSYS_REP_MAGIC)
 
 
 class PreparedInstance:
@@ -75,7 +76,7 @@ def prepare_for(paths: Iterable[Path] | None) -> PreparedInstance | None:
         return None
     try:
         with open(first, "rb") as fh:
-            head = fh.read(32)
+            head = fh.read(max(len(m) for m in _SCANNED))
     except OSError:
         return None
     return PreparedInstance() if head.startswith(_SCANNED) else None

@@ -73,10 +73,7 @@ class ExportCatalog:
         if table not in self.tables:
             return None
         if table not in self.counts:
-            try:
-                self.counts[table] = int(sqlite_rows(self.read_path, f"SELECT count(*) FROM {quote_ident(table)}")[0][0])
-            except sqlite3.DatabaseError as exc:
-                raise InputError(f"{self.path}: cannot be read as SQLite ({exc})") from None
+            self.counts[table] = self._rows(f"SELECT count(*) FROM {quote_ident(table)}")
         return self.counts[table]
 
     def at_least(self, table: str, rows: int) -> bool:
@@ -86,11 +83,7 @@ class ExportCatalog:
         if table not in self.tables:
             return False
         if table not in self.counts:
-            try:
-                found = int(sqlite_rows(self.read_path, f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table)} "
-                                                        f"LIMIT {int(rows)})")[0][0])
-            except sqlite3.DatabaseError as exc:
-                raise InputError(f"{self.path}: cannot be read as SQLite ({exc})") from None
+            found = self._rows(f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table)} LIMIT {int(rows)})")
             if found < rows:
                 self.counts[table] = found
             return found >= rows
@@ -99,6 +92,13 @@ class ExportCatalog:
     def set_count(self, table: str, rows: int) -> None:
         """Record the rows of ``table`` counted by a reader's own scan of it."""
         self.counts[table] = int(rows)
+
+    def _rows(self, sql: str) -> int:
+        """The count ``sql`` returns from the export (InputError naming the file where SQLite cannot read it)."""
+        try:
+            return int(sqlite_rows(self.read_path, sql)[0][0])
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{self.path}: cannot be read as SQLite ({exc})") from None
 
 
 #: Export tables counted when the catalog is read (every ingest needs their counts for its dropped-row notes).
