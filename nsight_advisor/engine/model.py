@@ -20,7 +20,7 @@ OUTCOME_STATUSES = ("findings", "clean", "skipped", "errored")
 #: What impact_pct is a share of.
 IMPACT_BASES = ("analysis window", "capture", "profiled kernel time")
 #: Version of the JSON report's shape (docs/reports.md has its changelog).
-REPORT_SCHEMA_VERSION = 12
+REPORT_SCHEMA_VERSION = 13
 
 
 @dataclass
@@ -84,6 +84,13 @@ class Finding:
     # save much; None where the rule fires on one rank or GPU only, its fix is not modeled, or the replays' bound was
     # reached (then left out of the JSON). Replayed before the findings one by one, so a large job keeps it.
     saving_all_ranks_ns: int | None = None
+    # The other findings of the capture whose fixes change some of the same operations (kernels, gaps, waits), as
+    # [{rule_id, rule_name, saving_ns, fingerprint}]: their savings need not add up (nsight_advisor.engine.shared_fixes). Only
+    # findings with a saving take part; empty elsewhere (then left out of the JSON).
+    shares_fix_with: list[dict[str, Any]] = field(default_factory=list)
+    # What the steps would save with the fixes of this finding and of those in ``shares_fix_with`` applied at once
+    # (replayed as ``whatif --fix A --fix B`` does); None where it shares its fix with none (left out of the JSON).
+    saving_together_ns: int | None = None
     # Engine bookkeeping between running a rule and reconciling impacts; never serialized.
     internal: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -98,9 +105,11 @@ class Finding:
         # needs: asdict deep-copied ``internal`` only to drop it (2.3 s of the 8 DLRM ranks' 96 findings), and its
         # generic walk was still a tenth of their analyze, called once per report written
         out = {f.name: _plain_copy(getattr(self, f.name)) for f in _FINDING_FIELDS}
-        for key in ("saving_ns", "critical_path_pct", "saving_all_ranks_ns"):
+        for key in ("saving_ns", "critical_path_pct", "saving_all_ranks_ns", "saving_together_ns"):
             if out.get(key) is None:
                 out.pop(key, None)
+        if not out.get("shares_fix_with"):
+            out.pop("shares_fix_with", None)
         out["fingerprint"] = fingerprint(out)  # derived, never stored: rule, device and subject
         return out
 

@@ -20,6 +20,7 @@ from nsight_advisor.analysis.iterations import _quantile
 from nsight_advisor.analysis.steps import Steps, steps_of
 from nsight_advisor.analysis.step_graph import KERNEL, StepGraph, build_graph
 from nsight_advisor.engine.finding_fixes import finding_gaps, fix_of
+from nsight_advisor.engine.shared_fixes import attach_shared_fixes
 
 if TYPE_CHECKING:
     import duckdb
@@ -271,10 +272,21 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
         change = _combine_sparse([changes[id(f)]], len(model.graph))
         f.saving_ns = _saved(model, before, replay(model.graph, **change, cost=cost))
         given += 1
+
+    def together(members: list[Finding]) -> int | None:
+        # findings whose fixes change the same operations, replayed at once within the same bound
+        if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < sizes.get(members[0].capture_id, 0) + passes:
+            return None
+        cost["ops"] += passes
+        change = _combine_sparse([changes[id(f)] for f in members], len(model.graph))
+        return _saved(model, before, replay(model.graph, **change, cost=cost))
+
+    groups = attach_shared_fixes(fixed, changes, together)
     return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
             "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given,
             "ranked_by": "saving_ns" if given else "impact_ns",
-            **({"findings_not_replayed": skipped} if skipped else {})}
+            **({"findings_not_replayed": skipped} if skipped else {}),
+            **({"shared_fix_groups": groups} if groups else {})}
 
 
 def _saved(model: StepModel, before: dict[tuple[int, int], float], after: tuple[np.ndarray, np.ndarray]) -> int:

@@ -189,6 +189,7 @@ def evidence_table(finding: Mapping[str, Any], limits: Limits) -> dict[str, Any]
 def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
     """The analysis as the report shows it: ranked, bounded findings; ordered outcomes; header facts."""
     from nsight_advisor.report.regions_view import finding_regions
+    from nsight_advisor.report.shared_fix_view import shared_fix, shown_positions
     from nsight_advisor.report.source_view import finding_source
 
     data = as_dict(result)
@@ -206,6 +207,7 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
     for c in summary.get("captures") or []:
         cap_names.setdefault(c.get("capture_id"), c.get("source_name"))
 
+    positions = shown_positions(shown)
     findings = []
     for i, f in enumerate(shown, 1):
         principles = []
@@ -244,6 +246,8 @@ def prepare(result: Any, limits: Limits = HTML_LIMITS) -> dict[str, Any]:
             # the saving with the rule's fix on every rank or GPU it fires on; "" where it fires on one
             "saving_all_ranks": fmt_ns(f.get("saving_all_ranks_ns"))
             if isinstance(f.get("saving_all_ranks_ns"), (int, float)) else "",
+            # the findings whose fixes change the same operations, and their fixes' saving together; None: none
+            "shared_fix": shared_fix(f, positions),
             # 0 means the engine knew no wall time (e.g. an ncu report): say nothing rather than "0.0%".
             "impact_pct_text": fmt_pct(f.get("impact_pct")) if _num(f.get("impact_pct")) > 0 else "",
             "pct_basis": pct_basis(f, tools.get(f.get("capture_id"))),

@@ -13,6 +13,7 @@ from nsight_advisor.report.data import Limits, clip, fmt_ns, fmt_pct, prepare
 from nsight_advisor.report.charts import unclaimed_idle_text
 from nsight_advisor.report.graph_view import graph_candidates_markdown, graph_candidates_view
 from nsight_advisor.report.job_view import job_entries
+from nsight_advisor.report.shared_fix_view import shared_fix_text
 
 MAX_CHARS = 65_536
 SEVERITY_MARK = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
@@ -264,6 +265,8 @@ def _finding(f: dict[str, Any]) -> list[str]:
         if f.get("saving_shared"):
             impact += (" That is more than it costs: other findings share the time it claims, and each costs its "
                        "share, while its fix alone takes off its own estimate.")
+    if f.get("shared_fix"):
+        impact += shared_fix_text(f["shared_fix"], md_escape)
     if f.get("critical_path"):
         impact += f" Its operations hold {f['critical_path']} of the steps' critical path."
     if f.get("saving_all_ranks"):
