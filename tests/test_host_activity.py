@@ -190,5 +190,8 @@ def test_nsys_export_host_bound_findings_name_the_emit_nvtx_operators(name):
     for f in found:
         top = max(f.evidence, key=lambda r: r["idle_ns"])
         assert top["activity"] == "framework" and top["top_names"].startswith("aten::"), f.evidence
-        assert top["idle_ns"] >= 0.9 * f.impact_ns
+        # the rest is mostly CUDA calls blocking the thread: on mfu_after's GPU 0, 7.1 ms (15%) in a cudaMemsetAsync
+        # that blocked 5.7 ms (an asynchronous call's gap is host work, not host-copy: 32_idle_gaps.sql)
+        assert top["idle_ns"] >= 0.8 * f.impact_ns
+        assert sum(r["idle_ns"] for r in f.evidence if r["activity"] in ("framework", "cuda-api")) >= 0.9 * f.impact_ns
 

@@ -185,6 +185,22 @@ def test_a_short_gap_after_a_synchronization_returned_is_sync_not_launch(memory_
                     (200_000, 208_000, "launch", None, None)]
 
 
+def test_a_gap_spent_in_a_synchronous_copy_is_host_copy_and_in_an_asynchronous_one_host_work(memory_store):
+    # two 100 µs gaps (100-200, 300-400 µs): the first spent in a cudaMemcpy (sync-memcpy's), the second in a
+    # cudaMemsetAsync that blocked 90 µs. An asynchronous call that blocks is host work the GPU waited for, claimed
+    # by gpu-idle-gap and named after the call; as host-copy no rule claimed it (nsys_ai_mfu_2gpu_after's GPU 0)
+    con = memory_store
+    con.execute("insert into captures (capture_id, source_path, tool) values (1, 'x', 'nsys')")
+    for corr, (start, end) in enumerate(((10, 100), (200, 300), (400, 500)), start=1):
+        _call(con, corr, "cudaLaunchKernel", start - 5, start - 2)
+        _kernel(con, corr, start, end)
+    _call(con, 10, "cudaMemcpy", 105, 190)
+    _call(con, 11, "cudaMemsetAsync", 305, 395)
+    gaps = con.execute("select start_ns // 1000, cause, host_activity from gpu_idle_gaps where position = 'between' "
+                       "order by start_ns").fetchall()
+    assert gaps == [(100, "host-copy", "cudaMemcpy"), (300, "host", "cudaMemsetAsync")]
+
+
 def test_calls_and_ranges_are_matched_to_every_gap_they_overlap_and_to_no_other(memory_store):
     # three 100 µs gaps on GPU 0 (100-200, 300-400, 500-600 µs). An allocation spanning the first two covers half
     # of each (allocation); one inside a busy stretch overlaps no gap; one ending where the third gap begins touches

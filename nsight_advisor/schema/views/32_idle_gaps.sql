@@ -93,7 +93,11 @@ calls as (
                 -- module on its first launch (lazy loading), not a full launch queue
                 when a.api_class = 'launch' and a.duration_ns >= 1000000 then 'startup'
                 when a.api_class = 'alloc' then 'allocation'
-                when a.api_class in ('memcpy', 'memset') then 'host-copy'
+                -- synchronous copies and sets only, as its vocabulary says (and sync-memcpy claims): an
+                -- asynchronous one that blocked (staging pageable memory, or waiting on the driver) is host work
+                -- the GPU waited for, which gpu-idle-gap names from the launching thread; as 'host-copy' its gap
+                -- was claimed by no rule (nsys_ai_mfu_2gpu_after: a 4-byte cudaMemsetAsync blocking 5.7 ms)
+                when a.api_class in ('memcpy', 'memset') and a.base_name not ilike '%async%' then 'host-copy'
                 when a.api_class = 'sync' then 'sync'
                 else 'other' end as cause,
            a.base_name as label, a.pid, a.tid,
