@@ -360,6 +360,17 @@ def test_bad_config_names_the_file_key_and_fix(store, tmp_path, text, words):
 
 # --- load-time validation --------------------------------------------------------------------------------
 
+def test_a_bad_default_names_its_line(tmp_path):
+    # the line is found only when the default is wrong (rules.py passes locate() as a function: every load of every
+    # rule's parameters read its file again for it)
+    folder = write_rule(tmp_path / "r", "long-kernels")
+    text = (folder / "rule.toml").read_text().replace("default = 1.0", 'default = "1.0"')
+    (folder / "rule.toml").write_text(text)
+    line = text.splitlines().index('default = "1.0"') + 1
+    with pytest.raises(RuleError, match=rf"rule\.toml:{line}: key 'params\.max_ms\.default': expected float"):
+        load_rule(folder)
+
+
 @pytest.mark.parametrize("edit, words", [
     (lambda t: t + "\nsevrity = 'error'\n", ["sevrity", "unknown key"]),
     (lambda t: t.replace('severity = "warning"', 'severity = "fatal"'), ["severity", "'fatal'", "info, warning, error"]),

@@ -137,7 +137,6 @@ def _captures(con: duckdb.DuckDBPyConnection, busy: dict[int, dict[str, Any]]) -
     for cap in caps:
         cid = int(cap["capture_id"])
         b = busy.get(cid)
-        wall_ns = cap["wall_ns"]
         cap["busy_ns"] = int(b["busy_ns"]) if b else 0
         cap["active_devices"] = int(b["active_devices"]) if b else 0
         window_ns = b["window_ns"] if b else None

@@ -46,7 +46,6 @@ def run_analysis(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, 
     from nsight_advisor.analysis.gpu_override import resolve_gpu_override
     from nsight_advisor.common import parsed_toml
     from nsight_advisor.engine.rules import load_rules
-    from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S
     from nsight_advisor.engine.waivers import apply_waivers, check_rules
 

@@ -248,7 +248,7 @@ def _load_params(raw: dict, path: Path) -> dict[str, Param]:
         if "default" not in spec:
             raise t.fail("default", "missing", f"add default = ... (a {type_name})")
         default = coerce_value(spec["default"], type_name,
-                               f"{locate(path, f'params.{name}.', 'default')}: key 'params.{name}.default'")
+                               lambda: f"{locate(path, f'params.{name}.', 'default')}: key 'params.{name}.default'")
         unit = t.get("unit", str, required=False, default="")
         why = t.get("why", str, fix="say why that number, with its source (e.g. a guide section)")
         t.reject_unknown()

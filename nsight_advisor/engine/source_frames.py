@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from nsight_advisor.common import sql_params
 from nsight_advisor.schema.views import view_sql_files

@@ -9,7 +9,7 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -138,19 +138,26 @@ def _toml_type(value: Any) -> str:
     return _toml_type_name(type(value)).replace("an integer", "integer").replace("a ", "")
 
 
-def coerce_value(value: Any, type_name: str, where: str) -> Any:
-    """Check ``value`` against a param type (int | float | str | bool); RuleError naming ``where`` otherwise."""
+def coerce_value(value: Any, type_name: str, where: str | Callable[[], str]) -> Any:
+    """Check ``value`` against a param type (int | float | str | bool); RuleError naming ``where`` otherwise.
+
+    ``where`` may be a function giving the text, called only for the error: finding a key's line reads its file
+    again (:func:`locate`), which every rule's every parameter did on every load, about 40 ms of each analyze."""
     if type_name == "float" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     expected = PARAM_TYPES[type_name]
     if type_name in ("int", "float") and isinstance(value, bool):
-        raise RuleError(f"{where}: expected {type_name}, got a boolean {value!r}; write a number")
+        raise RuleError(f"{_text(where)}: expected {type_name}, got a boolean {value!r}; write a number")
     if not isinstance(value, expected):
         hint = "remove the quotes" if isinstance(value, str) and type_name != "str" else f"write a {type_name}"
-        raise RuleError(f"{where}: expected {type_name}, got {type(value).__name__} {value!r}; {hint}")
+        raise RuleError(f"{_text(where)}: expected {type_name}, got {type(value).__name__} {value!r}; {hint}")
     if type_name == "float" and not math.isfinite(value):  # a nan threshold compares false: the rule goes silent
-        raise RuleError(f"{where}: expected a finite number, got {value!r}")
+        raise RuleError(f"{_text(where)}: expected a finite number, got {value!r}")
     return value
+
+
+def _text(where: str | Callable[[], str]) -> str:
+    return where if isinstance(where, str) else where()
 
 
 def read_toml(path: Path) -> dict:

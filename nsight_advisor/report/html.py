@@ -216,7 +216,7 @@ def _render(result: Any, limits: Limits) -> str:
             "avg": fmt_ns(k.get("avg_ns")), "pct": fmt_pct(k.get("pct_of_kernel_time")),
         })
 
-    n, total = len(r["findings"]), r["findings_total"]
+    total = r["findings_total"]
     if total:
         top = r["findings"][0]
         headline = f"{total} finding{'s' if total != 1 else ''}"
