@@ -76,7 +76,8 @@ def test_errors_are_duckdbs_own() -> None:
 
 
 def _export_without_nvtx(tmp_path):
-    """The bundled sample export with its NVTX table dropped (NVTX ranges load pyarrow, which imports pandas)."""
+    """The bundled sample export with its NVTX table dropped: these tests watch the parameters' path alone (the NVTX
+    stream's own, pyarrow's, is tests/test_arrow_buffers.py's)."""
     import shutil
     import sqlite3
 
@@ -93,8 +94,8 @@ def test_a_cold_analyze_of_an_nsys_export_never_imports_pandas(tmp_path) -> None
     """What the module is for: pandas (0.5 s) stays unimported on the nsys path, ingest and rules included.
 
     NVTX ranges, when an analysis loads them (tables under DEFER_MIN_ROWS always load: they name the causes of
-    idle gaps), stream through Arrow, and pyarrow imports pandas when it first builds an array; the export here has
-    none. The one step that may import it is the replay of the capture's steps (analysis/step_graph.py, issue 31), which this capture has:
+    idle gaps), stream through Arrow, built from buffers so that pyarrow does not import pandas (checked in
+    tests/test_arrow_buffers.py); the export here has none. The one step that may import it is the replay of the capture's steps (analysis/step_graph.py, issue 31), which this capture has:
     the first import of pandas must come from there, after the rules ran."""
     export = _export_without_nvtx(tmp_path)
     script = (

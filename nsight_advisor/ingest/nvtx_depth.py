@@ -32,6 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nsight_advisor.ingest.arrow_buffers import bool_array, false_for_null, int_array, ints
+
 #: Rows per batch streamed from the export; a batch costs its Arrow columns plus about 40 bytes per row of numpy.
 BATCH_ROWS = 250_000
 
@@ -96,7 +98,7 @@ class DepthStream:
                     hi = held
                 if hi > lo:
                     depth[rows[lo:hi]] = self._walk(key, start[lo:hi], end[lo:hi])
-        column = pa.array(depth, type=pa.int32(), mask=~nestable)
+        column = int_array(depth, pa.int32(), valid=nestable)
         # In the input's order. The held-back rows lie near the end of a batch: the rows before the first of them
         # go out as a slice (no copy); only the tail is filtered (a copy of every column, text included).
         held = np.flatnonzero(~keep)
@@ -104,7 +106,7 @@ class DepthStream:
         if cut:
             yield from table.slice(0, cut).append_column("depth", column.slice(0, cut)).to_batches()
         if len(held):
-            tail, tail_column, tail_keep = table.slice(cut), column.slice(cut), pa.array(keep[cut:])
+            tail, tail_column, tail_keep = table.slice(cut), column.slice(cut), bool_array(keep[cut:])
             self.pending = tail.filter(pc.invert(tail_keep))
             kept = tail.filter(tail_keep)
             if kept.num_rows:
@@ -198,14 +200,14 @@ def _by_thread(thread: np.ndarray, start: np.ndarray, end: np.ndarray
 def _bools(column: pa.ChunkedArray) -> np.ndarray:
     """A BOOLEAN column as numpy, NULL as False. Arrow packs booleans in bits: unpacked directly, not through
     ``to_numpy`` (20 ms per 250k rows, a fifth of the walk)."""
-    column = pc.fill_null(column, False)
+    column = false_for_null(column)
     parts = [np.unpackbits(np.frombuffer(chunk.buffers()[1], np.uint8), bitorder="little")[
                  chunk.offset:chunk.offset + len(chunk)].view(bool) for chunk in column.chunks if len(chunk)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
 
 def _ints(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return ints(table.column(name))
 
 
 def _zero_length_from_here(start: np.ndarray, end: np.ndarray) -> np.ndarray:

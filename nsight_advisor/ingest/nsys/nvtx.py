@@ -183,9 +183,13 @@ class NvtxStream:
     def _ranges(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.compute as pc
 
+        from nsight_advisor.ingest.arrow_buffers import false_for_null, scalar
+
         for batch in batches:
             batch = self._resolved(batch)
-            domain = pc.fill_null(pc.equal(batch.column("event_type"), E.NVTX_DOMAIN_CREATE), False)
+            kind = batch.column("event_type")
+            # Arrow scalars and arrays only: a Python value makes pyarrow import pandas (ingest/arrow_buffers.py)
+            domain = false_for_null(pc.equal(kind, scalar(E.NVTX_DOMAIN_CREATE, kind.type)))
             if pc.any(domain).as_py():
                 created = batch.filter(domain)
                 for domain_id, text in zip(created.column("domain_id").to_pylist(), created.column("text").to_pylist()):
@@ -194,14 +198,18 @@ class NvtxStream:
                 batch = batch.filter(pc.invert(domain))
             self.ranges += batch.num_rows
             # the rows the insert keeps as push/pop ranges (start and end recorded, end >= start) get a depth
-            nestable = pc.fill_null(pc.and_(pc.equal(batch.column("event_type"), E.NVTX_PUSH_POP),
-                                            pc.greater_equal(batch.column("end_ns"), batch.column("start_ns"))), False)
+            kind = batch.column("event_type")
+            nestable = false_for_null(pc.and_(pc.equal(kind, scalar(E.NVTX_PUSH_POP, kind.type)),
+                                              pc.greater_equal(batch.column("end_ns"), batch.column("start_ns"))))
             yield batch.append_column("nestable", nestable)
 
     def _resolved(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch`` with ``text`` taken from StringIds where the export gave a string id instead."""
+        import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
+
+        from nsight_advisor.ingest.arrow_buffers import int_array, string_array
 
         text_id = batch.column("text_id")
         wanted = pc.filter(text_id, pc.and_(pc.is_null(batch.column("text")), pc.is_valid(text_id)))
@@ -214,8 +222,8 @@ class NvtxStream:
             ids = ", ".join(str(int(i)) for i in new)
             found = dict(self._lookup.execute(f"SELECT id, value FROM {self.strings} WHERE id IN ({ids})").fetchall())
             self._known.update((i, found.get(i)) for i in new)
-        keys = pa.array(list(self._known), type=pa.int64())
-        values = pa.array(list(self._known.values()), type=pa.string())
+        keys = int_array(np.array(list(self._known), dtype=np.int64), pa.int64())
+        values = string_array(list(self._known.values()))
         looked_up = pc.take(values, pc.index_in(text_id, value_set=keys))
         text = pc.coalesce(batch.column("text"), looked_up)
         return batch.set_column(batch.schema.get_field_index("text"), "text", text)

@@ -1,0 +1,76 @@
+"""Arrow arrays to and from numpy through their buffers, and Arrow scalars, without importing pandas.
+
+pyarrow checks whether a Python value it is given is a pandas object, and the check imports pandas: ``pa.scalar``,
+``pa.array`` (of a list or of a numpy array), ``Array.to_numpy`` and any compute function given a Python value
+(``pc.equal(column, 59)``, ``pc.fill_null(mask, False)``) cost an Nsight Systems export's ingest 0.3 s of pandas
+import, which nothing else in an analysis without steps needs (docs/performance.md, fourteenth pass). Arrays built
+from buffers (``pa.Array.from_buffers``) and compute functions given only arrays do not check, so the NVTX stream
+goes through these.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def _validity(valid: np.ndarray | None) -> pa.Buffer | None:
+    """An Arrow validity bitmap (bit set: a value) of a boolean numpy array; None when every value is valid."""
+    if valid is None or valid.all():
+        return None
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def int_array(values: np.ndarray, type: pa.DataType, valid: np.ndarray | None = None) -> pa.Array:
+    """``values`` as an Arrow integer array of ``type`` (numpy's matching dtype), NULL where ``valid`` is False."""
+    data = np.ascontiguousarray(values, dtype=_numpy_int(type))
+    return pa.Array.from_buffers(type, len(data), [_validity(valid), pa.py_buffer(data)])
+
+
+def bool_array(values: np.ndarray) -> pa.Array:
+    """A boolean numpy array as an Arrow boolean array (bits, no NULL)."""
+    values = np.asarray(values, dtype=bool)
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(np.packbits(values, bitorder="little"))])
+
+
+def string_array(values: Sequence[str | None]) -> pa.Array:
+    """Python strings (None: NULL) as an Arrow string array."""
+    encoded = [b"" if v is None else v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise ValueError("strings of 2 GiB or more in one array")
+    valid = np.array([v is not None for v in values], dtype=bool)
+    return pa.Array.from_buffers(pa.string(), len(encoded), [_validity(valid), pa.py_buffer(offsets.astype(np.int32)),
+                                                             pa.py_buffer(b"".join(encoded))])
+
+
+def scalar(value: int, type: pa.DataType) -> pa.Scalar:
+    """An integer as an Arrow scalar of ``type``: compute functions take it as a Python int would be taken."""
+    return int_array(np.array([value]), type)[0]
+
+
+def false_for_null(mask: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A boolean mask with NULL read as False (``pc.fill_null(mask, False)``, without the Python value)."""
+    return pc.and_kleene(mask, pc.is_valid(mask))
+
+
+def ints(column: pa.Array | pa.ChunkedArray, dtype=np.int64) -> np.ndarray:
+    """An integer column's values as numpy ``dtype``; a NULL's slot holds whatever its buffer holds (callers read
+    only rows they know to be set)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = [np.frombuffer(chunk.buffers()[1], dtype=_numpy_int(chunk.type))[chunk.offset:chunk.offset + len(chunk)]
+             for chunk in chunks if len(chunk)]
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+
+
+def _numpy_int(type: pa.DataType) -> np.dtype:
+    if not pa.types.is_integer(type):
+        raise TypeError(f"not an integer type: {type}")
+    return np.dtype(f"{'i' if pa.types.is_signed_integer(type) else 'u'}{type.bit_width // 8}")
+
+
+__all__ = ["int_array", "bool_array", "string_array", "scalar", "false_for_null", "ints"]

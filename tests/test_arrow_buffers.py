@@ -1,0 +1,82 @@
+"""Arrow arrays through their buffers (ingest/arrow_buffers.py): the same arrays and values pyarrow's own
+constructors give, without the import of pandas they make; and an nsys export's NVTX ranges ingested without it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from nsight_advisor.ingest.arrow_buffers import bool_array, false_for_null, int_array, ints, scalar, string_array
+
+REPO = Path(__file__).resolve().parent.parent
+TRACES = REPO.parent / "shared" / "traces"
+
+
+@pytest.mark.parametrize("type_", [pa.int64(), pa.int32(), pa.uint32(), pa.int8()])
+def test_integer_arrays_equal_pyarrows(type_):
+    values = np.array([0, 5, 7, 1, 120, 3])
+    valid = np.array([True, False, True, True, False, True])
+    assert int_array(values, type_, valid).equals(pa.array(values, type=type_, mask=~valid))
+    assert int_array(values, type_).equals(pa.array(values, type=type_))
+    assert int_array(values, type_, np.ones(6, bool)).null_count == 0
+
+
+def test_bool_and_string_arrays_equal_pyarrows():
+    flags = np.array([True, False, False, True, True, False, True, True, True])  # more than a byte of bits
+    assert bool_array(flags).equals(pa.array(flags))
+    words = ["a", None, "", "drei <&>", "ünïcode", None]
+    assert string_array(words).equals(pa.array(words, type=pa.string()))
+    assert string_array([]).equals(pa.array([], type=pa.string()))
+
+
+def test_scalars_and_null_masks_compare_as_python_values_do():
+    column = pa.array([59, 75, None, 59], type=pa.int32())
+    assert pc.equal(column, scalar(59, pa.int32())).equals(pc.equal(column, 59))
+    mask = pc.equal(column, 59)
+    assert false_for_null(mask).equals(pc.fill_null(mask, False))
+    chunked = pa.chunked_array([mask, mask.slice(1)])
+    assert false_for_null(chunked).equals(pc.fill_null(chunked, False))
+
+
+def test_ints_read_chunks_and_slices_as_to_numpy_does():
+    column = pa.chunked_array([pa.array([1, 2, 3, 4], type=pa.int32()).slice(1), pa.array([9, 8], type=pa.int32())])
+    assert ints(column).tolist() == column.to_numpy().tolist() == [2, 3, 4, 9, 8]
+    assert ints(column).dtype == np.int64
+    assert ints(pa.chunked_array([], type=pa.int64())).tolist() == []
+    with pytest.raises(TypeError):
+        ints(pa.array([1.5]))
+
+
+def _pandas_after_ingest(export: Path, tmp_path: Path) -> str:
+    script = ("import sys\n"
+              "from nsight_advisor.cli import main\n"
+              "try:\n"
+              "    main(['ingest', sys.argv[1], '--store', sys.argv[2]], standalone_mode=False)\n"
+              "finally:\n"
+              "    print('pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "store.duckdb")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_nvtx_ranges_are_ingested_without_pandas(tmp_path):
+    # the bundled sample's 24 push/pop ranges: the stream's masks, depths and batches stay out of pandas (0.3 s)
+    assert _pandas_after_ingest(REPO / "sample_traces" / "demo_training_step.sqlite", tmp_path) == "False"
+
+
+def test_nvtx_text_ids_and_domains_are_ingested_without_pandas(tmp_path):
+    # memfusion's ranges name their text by StringIds id (59 of 60 rows) and create a domain: the lookup's arrays too
+    export = TRACES / "nsys" / "memfusion.sqlite"
+    if not export.exists():
+        pytest.skip(f"real traces not present at {TRACES} (CI has ../shared/traces beside the checkout)")
+    assert _pandas_after_ingest(export, tmp_path) == "False"
