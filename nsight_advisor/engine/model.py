@@ -85,8 +85,9 @@ class Finding:
     # reached (then left out of the JSON). Replayed before the findings one by one, so a large job keeps it.
     saving_all_ranks_ns: int | None = None
     # The other findings of the capture whose fixes change some of the same operations (kernels, gaps, waits), as
-    # [{rule_id, rule_name, saving_ns, fingerprint}]: their savings need not add up (nsight_advisor.engine.shared_fixes). Only
-    # findings with a saving take part; empty elsewhere (then left out of the JSON).
+    # [{rule_id, rule_name, saving_ns, fingerprint}]: their savings need not add up
+    # (nsight_advisor.engine.shared_fixes). Only findings with a saving take part; empty elsewhere (then left out of
+    # the JSON).
     shares_fix_with: list[dict[str, Any]] = field(default_factory=list)
     # What the steps would save with the fixes of this finding and of those in ``shares_fix_with`` applied at once
     # (replayed as ``whatif --fix A --fix B`` does); None where it shares its fix with none (left out of the JSON).
