@@ -4,9 +4,6 @@ constructors give, without the import of pandas they make; and an nsys export's 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 
 from nsight_advisor.ingest.arrow_buffers import bool_array, false_for_null, int_array, ints, scalar, string_array
+from pandas_watch import pandas_after_ingest
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO.parent / "shared" / "traces"
@@ -55,23 +53,9 @@ def test_ints_read_chunks_and_slices_as_to_numpy_does():
         ints(pa.array([1.5]))
 
 
-def _pandas_after_ingest(export: Path, tmp_path: Path) -> str:
-    script = ("import sys\n"
-              "from nsight_advisor.cli import main\n"
-              "try:\n"
-              "    main(['ingest', sys.argv[1], '--store', sys.argv[2]], standalone_mode=False)\n"
-              "finally:\n"
-              "    print('pandas' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "store.duckdb")],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")})
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip().splitlines()[-1]
-
-
 def test_nvtx_ranges_are_ingested_without_pandas(tmp_path):
     # the bundled sample's 24 push/pop ranges: the stream's masks, depths and batches stay out of pandas (0.3 s)
-    assert _pandas_after_ingest(REPO / "sample_traces" / "demo_training_step.sqlite", tmp_path) == "False"
+    assert pandas_after_ingest(REPO / "sample_traces" / "demo_training_step.sqlite", tmp_path) == "False"
 
 
 def test_nvtx_text_ids_and_domains_are_ingested_without_pandas(tmp_path):
@@ -79,4 +63,4 @@ def test_nvtx_text_ids_and_domains_are_ingested_without_pandas(tmp_path):
     export = TRACES / "nsys" / "memfusion.sqlite"
     if not export.exists():
         pytest.skip(f"real traces not present at {TRACES} (CI has ../shared/traces beside the checkout)")
-    assert _pandas_after_ingest(export, tmp_path) == "False"
+    assert pandas_after_ingest(export, tmp_path) == "False"

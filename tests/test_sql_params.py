@@ -129,19 +129,10 @@ def test_ingest_of_an_nsys_export_into_a_store_never_imports_pandas(tmp_path) ->
     """``ingest --store`` checks the store for the capture first: a Python-bound parameter there imported pandas
     (0.25 s, most of a small export's ingest), as DuckDB does on its first one. Checked in ``sys.modules`` at the
     end, which also sees an import made from DuckDB's C++ side."""
+    from pandas_watch import pandas_after_ingest
+
     export = _export_without_nvtx(tmp_path)
-    script = ("import sys\n"
-              "from nsight_advisor.cli import main\n"
-              "try:\n"
-              "    main(['ingest', sys.argv[1], '--store', sys.argv[2]], standalone_mode=False)\n"
-              "finally:\n"
-              "    print('pandas' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "store.duckdb")],
-                         capture_output=True, text=True, cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")},
-                         timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout
+    assert pandas_after_ingest(export, tmp_path) == "False"
     assert (tmp_path / "store.duckdb").stat().st_size > 0
 
 

@@ -13,7 +13,7 @@ docs/impact.md, "Findings on the same operations".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -62,19 +62,12 @@ def attach_shared_fixes(findings: list[Finding], changes: dict[int, dict[str, tu
         if together is None:
             continue
         replayed += 1
-        names = [_name(f, fingerprint) for f in members]
+        names = [{"rule_id": f.rule_id, "rule_name": f.rule_name, "saving_ns": f.saving_ns,
+                  "fingerprint": fingerprint(f)} for f in members]
         for f, me in zip(members, names):
             f.shares_fix_with = [other for other in names if other is not me]
             f.saving_together_ns = together
     return replayed
-
-
-def _name(f: Finding, fingerprint: Callable[[Any], str]) -> dict[str, str]:
-    """How another finding names this one: its rule, its fingerprint (which the reports' findings carry) and its
-    saving alone."""
-    return {"rule_id": f.rule_id, "rule_name": f.rule_name, "saving_ns": f.saving_ns,
-            "fingerprint": fingerprint({"rule_id": f.rule_id, "device_id": f.device_id, "evidence": f.evidence,
-                                        "evidence_columns": f.evidence_columns})}
 
 
 __all__ = ["fix_groups", "attach_shared_fixes"]

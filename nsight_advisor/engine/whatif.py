@@ -263,25 +263,25 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     cost = {"ops": _all_ranks_savings(model, before, fixed, changes, MAX_ANALYSIS_REPLAY_OPS)}
     sizes = model.graph.ops["capture_id"].value_counts().to_dict()
     passes = int(len(model.graph) * REPLAY_PASS_SHARE)
-    given = skipped = 0
-    for f in fixed:
-        if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < sizes.get(f.capture_id, 0) + passes:
-            skipped += 1
-            continue
-        cost["ops"] += passes
-        change = _combine_sparse([changes[id(f)]], len(model.graph))
-        f.saving_ns = _saved(model, before, replay(model.graph, **change, cost=cost))
-        given += 1
 
-    def together(members: list[Finding]) -> int | None:
-        # findings whose fixes change the same operations, replayed at once within the same bound
+    def replayed(members: list[Finding]) -> int | None:
+        """What the steps save with the fixes of ``members`` (findings of one capture) at once; None where the
+        bound is reached."""
         if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < sizes.get(members[0].capture_id, 0) + passes:
             return None
         cost["ops"] += passes
         change = _combine_sparse([changes[id(f)] for f in members], len(model.graph))
         return _saved(model, before, replay(model.graph, **change, cost=cost))
 
-    groups = attach_shared_fixes(fixed, changes, together)
+    given = skipped = 0
+    for f in fixed:
+        f.saving_ns = replayed([f])
+        if f.saving_ns is None:
+            skipped += 1
+        else:
+            given += 1
+    # then the findings whose fixes change the same operations, together, within the same bound
+    groups = attach_shared_fixes(fixed, changes, replayed)
     return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
             "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given,
             "ranked_by": "saving_ns" if given else "impact_ns",
