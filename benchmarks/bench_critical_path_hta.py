@@ -191,8 +191,8 @@ def ours(trace: Path) -> dict:
         seconds = time.time() - started
         g = model.graph
         ops = g.ops
-        corr, tids, kinds = ops["correlation_id"].to_numpy(), ops["tid"].to_numpy(), g.kinds
-        kernels = ops[ops["kind"] == 1]
+        corr, tids, kinds = ops["correlation_id"], ops["tid"], g.kinds
+        kernels = {c: ops[c][ops["kind"] == 1] for c in ("correlation_id", "start_ns")}
         # the graph's clock back to the trace's (ns since its base; kineto's ts are µs)
         base = g.t0 - g.offsets.get(cid, 0)
         stretches = []

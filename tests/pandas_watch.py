@@ -13,14 +13,20 @@ REPO = Path(__file__).resolve().parent.parent
 
 def pandas_after_ingest(export: Path, tmp_path: Path) -> str:
     """``'True'`` or ``'False'``: whether ``ingest EXPORT --store tmp_path/store.duckdb`` left pandas imported."""
+    return pandas_after(["ingest", str(export), "--store", str(tmp_path / "store.duckdb")], tmp_path)
+
+
+def pandas_after(args: list[str], tmp_path: Path) -> str:
+    """``'True'`` or ``'False'``: whether the command ``nsight-advisor ARGS`` left pandas imported (its cache folder
+    in ``tmp_path``)."""
     script = ("import sys\n"
               "from nsight_advisor.cli import main\n"
               "try:\n"
-              "    main(['ingest', sys.argv[1], '--store', sys.argv[2]], standalone_mode=False)\n"
+              "    main(sys.argv[1:], standalone_mode=False)\n"
               "finally:\n"
               "    print('pandas' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", script, str(export), str(tmp_path / "store.duckdb")],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=300,
                          env={**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")})
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]

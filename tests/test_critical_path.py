@@ -46,16 +46,16 @@ def _step_saving(con, ids, kernel: str, speedup: float, only_capture=None) -> di
     """Per capture: the step (first op start to last op end) before less after the kernel is made faster."""
     g = build_graph(con, ids)
     base = replay(g)
-    assert np.array_equal(base[0], g.ops["start_ns"].to_numpy()), "an unchanged replay gives back the recorded starts"
-    assert np.array_equal(base[1], g.ops["end_ns"].to_numpy()), "... and the recorded ends"
+    assert np.array_equal(base[0], g.ops["start_ns"]), "an unchanged replay gives back the recorded starts"
+    assert np.array_equal(base[1], g.ops["end_ns"]), "... and the recorded ends"
     mask = kernel_ops(g, kernel)
     if only_capture is not None:
-        mask &= g.ops["capture_id"].to_numpy() == only_capture
+        mask &= g.ops["capture_id"] == only_capture
     assert mask.any()
     after = replay(g, own_scale=np.where(mask, 1 / speedup, 1.0))
     out = {}
     for cid in ids:
-        mine = g.ops["capture_id"].to_numpy() == cid
+        mine = g.ops["capture_id"] == cid
         span = [(int(g.ops["start_ns"][mine].min()), int(g.ops["end_ns"][mine].max()))]
         out[cid] = map_steps(g, cid, span, base)[0] - map_steps(g, cid, span, after)[0]
     return out
@@ -88,7 +88,7 @@ def test_serial_chain_saves_the_time_removed(memory_store):
     g = build_graph(con, [1])
     path = critical_path(g, 0, us(415), 1)
     assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(415)  # the path tiles the step
-    on_path = {g.ops["name"].iat[s["op"]] for s in path if s["what"] == "kernel"}
+    on_path = {g.ops["name"][s["op"]] for s in path if s["what"] == "kernel"}
     assert on_path == {"k1", "k2", "k3"}
     assert slack(g)[kernel_ops(g, "k2")].max() == 0
 
@@ -105,7 +105,7 @@ def test_launches_stalled_on_a_full_queue_return_as_the_gpu_frees_it(memory_stor
         _kernel(con, 1, k + 1, "step_kernel", 7, 10 + 100 * k, 110 + 100 * k)
     _call(con, 1, 11, "cudaDeviceSynchronize", 712, 1012)
     g = build_graph(con, [1])
-    stalled = g.ops.index[(g.ops["name"] == "cudaLaunchKernel") & (g.wait_pred >= 0)].tolist()
+    stalled = np.flatnonzero((g.ops["name"] == "cudaLaunchKernel") & (g.wait_pred >= 0)).tolist()
     assert len(stalled) == 7  # the launches of the 4th to 10th kernel waited for the 1st to 7th to end
     # twice as fast, the kernels free the queue twice as fast: the host launches the last kernel at 362 µs instead
     # of 712, and the synchronization returns 2 µs after the last kernel ends at 510: every microsecond of kernel
@@ -150,7 +150,7 @@ def test_late_rank_gates_the_collective_saving_on_both(memory_store):
     assert _step_saving(con, [1, 2], "gemm", 2.0, only_capture=1) == {1: 0, 2: 0}
     g = build_graph(con, [1, 2])
     path = critical_path(g, 0, us(617), 1)
-    ranks = {int(g.ops["capture_id"].iat[s["op"]]) for s in path if s["op"] is not None}
+    ranks = {int(g.ops["capture_id"][s["op"]]) for s in path if s["op"] is not None}
     assert ranks == {1, 2}  # rank 0's path runs through rank 1's gemm
     assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(617)
 
@@ -170,7 +170,7 @@ def test_exposed_communication_hides_the_transfer_after_the_last_rank_arrived(me
     g = build_graph(con, [1, 2])
     exposed = SimpleNamespace(capture_id=2, device_id=0, internal={"comm": "exposed"})
     change = comm_fix(con, g, exposed)
-    nccl = np.flatnonzero(g.ops["name"].str.startswith("nccl").to_numpy() & (g.ops["capture_id"] == 2).to_numpy())
+    nccl = np.flatnonzero(np.array([str(n).startswith("nccl") for n in g.ops["name"]]) & (g.ops["capture_id"] == 2))
     # the transfer keeps the 28 µs the side kernel hid; rank 0's 400 µs wait for rank 1 is not the transfer's
     assert change["own_scale"][nccl].tolist() == pytest.approx([0.28])
     after = replay(g, **change)
@@ -200,7 +200,7 @@ def test_ranks_waiting_for_each_other_save_only_when_fixed_together(memory_store
     assert _step_saving(con, [1, 2], "gemm", 2.0, only_capture=2) == {1: 0, 2: 0}
     g = build_graph(con, [1, 2])
     base = replay(g)
-    gemm, cids = kernel_ops(g, "gemm"), g.ops["capture_id"].to_numpy()
+    gemm, cids = kernel_ops(g, "gemm"), g.ops["capture_id"]
     one = [{"own_scale": np.where(gemm & (cids == c), 0.5, 1.0)} for c in (1, 2)]
     both = replay(g, **combine_changes(one))
     for c in (1, 2):
@@ -245,7 +245,7 @@ def test_gpus_driven_by_processes_of_their_own_save_each_their_own(memory_store)
     assert len(units) == 2 and not (units[0] & units[1]).any()
     steps = {1: [(us(50 + 120 * k), us(50 + 120 * (k + 1))) for k in range(3)]}  # GPU 1's kernels start them
     model = StepModel(g, steps, {1: "kernel sequence"}, base=replay(g))
-    on_gpu0 = kernel_ops(g, "gemm") & (g.ops["device_id"].to_numpy() == 0)
+    on_gpu0 = kernel_ops(g, "gemm") & (g.ops["device_id"] == 0)
     halved = replay(g, own_scale=np.where(on_gpu0, 0.5, 1.0))
     assert _saved(model, model.totals(), halved) == 0  # measured on the capture's one step definition
     model.units = {1: units}
@@ -270,7 +270,7 @@ def test_a_dropped_synchronization_saves_no_more_than_the_gpu_work_allows(memory
     _call(con, 1, 3, "cudaEventQuery", 1003, 1008)
     g = build_graph(con, [1])
     base = replay(g)
-    dropped = replay(g, drop_wait=(g.ops["name"] == "cudaStreamSynchronize").to_numpy())
+    dropped = replay(g, drop_wait=(g.ops["name"] == "cudaStreamSynchronize"))
     span = [(0, us(1008))]
     assert map_steps(g, 1, span, base)[0] - map_steps(g, 1, span, dropped)[0] == us(8)  # 1008 -> 1000
     # steps the host marked end as its calls do: there the host's own time is the step
@@ -324,7 +324,7 @@ def test_staged_copies_made_asynchronous_run_back_to_back(memory_store):
     # kernel 1 µs after the last copy (its recorded stream lag) at 92-142, and the synchronization returns 2 µs
     # after it: the step ends at 144 µs instead of 237
     assert map_steps(g, 1, span, replay(g))[0] - map_steps(g, 1, span, after)[0] == us(237 - 144)
-    copies = g.ops.index[g.ops["kind"] == 2]
+    copies = np.flatnonzero(g.ops["kind"] == 2)
     assert after[0][copies].tolist() == [us(t) - g.t0 for t in (5, 27, 49, 71)]
 
 
@@ -339,7 +339,7 @@ def test_a_staged_copy_to_the_host_is_still_waited_for(memory_store):
     _kernel(con, 1, 2, "k", 7, 171, 221)
     _call(con, 1, 3, "cudaDeviceSynchronize", 167, 222)
     g, change = _staged_fix(con, [(145, 171)])
-    call = int(g.ops.index[g.ops["name"] == "cudaMemcpy"][0])
+    call = int(np.flatnonzero(g.ops["name"] == "cudaMemcpy")[0])
     assert not change["drop_wait"][call] and change["wait_lag_scale"][call] == 0
     after = replay(g, **change)
     # the call returns as its copy ends (145 µs: the host needs the data), 15 µs sooner, and the host's 1 µs of
@@ -374,7 +374,7 @@ def test_a_copy_finding_hides_the_exposed_part_of_its_copies(memory_store):
     g = build_graph(con, [1])
     h2d = SimpleNamespace(capture_id=1, device_id=0, internal={"copies": ("h2d",)})
     change = copy_fix(g, h2d)
-    copies = g.ops.index[g.ops["kind"] == 2]
+    copies = np.flatnonzero(g.ops["kind"] == 2)
     # the host-to-device copy keeps the half a kernel overlapped; the other direction is untouched
     assert sorted(change["own_scale"][copies].tolist()) == [0.5, 1.0]
     span = [(-g.t0, us(402) - g.t0)]
@@ -445,13 +445,13 @@ def test_a_handoff_to_another_thread_is_on_the_path(memory_store):
     _call(con, 1, 30, "cudaEventQuery", -100, -99, tid=13)
     _call(con, 1, 31, "cudaEventQuery", 1012, 1013, tid=13)
     g = build_graph(con, [1])
-    corr, tids = g.ops["correlation_id"].to_numpy(), g.ops["tid"].to_numpy()
-    call = {int(c): i for i, c in enumerate(corr) if g.ops["kind"].iat[i] == 0}
+    corr, tids = g.ops["correlation_id"], g.ops["tid"]
+    call = {int(c): i for i, c in enumerate(corr) if g.ops["kind"][i] == 0}
     assert g.pred[call[10], 0] == call[1] and g.lag[call[10], 0] == us(15)  # the burst's first call: after the caller
     assert g.pred[call[2], 0] == call[14] and g.lag[call[2], 0] == us(20)   # the caller resumes after the burst
     assert g.pred[call[31], 0] == call[30]  # the watchdog: its own thread's order
     base = replay(g)
-    assert np.array_equal(base[0], g.ops["start_ns"].to_numpy())  # the recorded times, unchanged
+    assert np.array_equal(base[0], g.ops["start_ns"])  # the recorded times, unchanged
     path = critical_path(g, 0, us(1030), 1, base)
     assert sum(s["end_ns"] - s["start_ns"] for s in path) == us(1030)
     on_path = {int(tids[s["op"]]) for s in path if s["op"] is not None and s["what"] in ("CUDA call", "host work")}
@@ -459,7 +459,7 @@ def test_a_handoff_to_another_thread_is_on_the_path(memory_store):
     # the other thread's host work halved (15 µs before its first call, 4 x 235 µs between its calls): the caller
     # resumes (15 + 4 x 235) / 2 = 477.5 µs earlier
     ns, _ne = replay(g, host_lag_scale=np.where(tids == 12, 0.5, 1.0))
-    assert g.ops["start_ns"].iat[call[2]] - ns[call[2]] == (us(15) + 4 * us(235)) / 2
+    assert g.ops["start_ns"][call[2]] - ns[call[2]] == (us(15) + 4 * us(235)) / 2
 
 
 def test_no_handoff_from_a_thread_busy_across_it(memory_store):
@@ -470,9 +470,9 @@ def test_no_handoff_from_a_thread_busy_across_it(memory_store):
         _call(con, 1, 10 + k, "cudaEventQuery", -180 + 200 * k, 2 + 200 * k, tid=12)
     _call(con, 1, 2, "cudaLaunchKernel", 1005, 1010, tid=11)
     g = build_graph(con, [1])
-    kinds, corr = g.ops["kind"].to_numpy(), g.ops["correlation_id"].to_numpy()
+    kinds, corr = g.ops["kind"], g.ops["correlation_id"]
     resumed = int(np.flatnonzero((kinds == 0) & (corr == 2))[0])
-    assert g.ops["tid"].iat[int(g.pred[resumed, 0])] == 11
+    assert g.ops["tid"][int(g.pred[resumed, 0])] == 11
 
 
 def _need_traces():
@@ -493,7 +493,7 @@ def test_dlrm_critical_path_tiles_each_rank_step():
     finally:
         con.close()
     g = model.graph
-    assert np.array_equal(model.base[1], g.ops["end_ns"].to_numpy())
+    assert np.array_equal(model.base[1], g.ops["end_ns"])
     assert sorted(model.steps) == sorted(ids)
     crossing = 0
     for cid, spans in model.steps.items():
@@ -502,10 +502,10 @@ def test_dlrm_critical_path_tiles_each_rank_step():
         path = critical_path(g, s, e, cid, model.base)
         assert path_summary(g, path)["length_ns"] == e - s
         assert all(a["end_ns"] == b["start_ns"] for a, b in zip(path, path[1:]))  # contiguous
-        crossing += len({int(g.ops["capture_id"].iat[x["op"]]) for x in path if x["op"] is not None}) > 1
+        crossing += len({int(g.ops["capture_id"][x["op"]]) for x in path if x["op"] is not None}) > 1
         # backward() hands the step to the autograd engine's thread and waits: the path runs through both threads
-        threads = {int(g.ops["tid"].iat[x["op"]]) for x in path
-                   if x["op"] is not None and g.kinds[x["op"]] == 0 and g.ops["capture_id"].iat[x["op"]] == cid}
+        threads = {int(g.ops["tid"][x["op"]]) for x in path
+                   if x["op"] is not None and g.kinds[x["op"]] == 0 and g.ops["capture_id"][x["op"]] == cid}
         assert len(threads) == 2
     assert crossing >= 1  # ranks waiting at a collective: their paths run into the last rank's
 
@@ -541,7 +541,7 @@ def test_a_capped_model_replays_its_middle_steps():
     kept, total = capped.kept[ids[0]]
     assert total == len(full.steps[ids[0]]) == 10 and 1 <= kept < total
     assert len(capped.graph) < len(full.graph)
-    assert np.array_equal(capped.base[1], capped.graph.ops["end_ns"].to_numpy())
+    assert np.array_equal(capped.base[1], capped.graph.ops["end_ns"])
     # the middle steps kept are the same steps, with the same durations
     middle = (total - kept) // 2
     assert capped.durations()[ids[0]] == full.durations()[ids[0]][middle:middle + kept]

@@ -96,7 +96,7 @@ def test_critical_path_share_of_a_kernel(memory_store):
     assert paths.share_pct(2, {"own_scale": np.ones(len(g))}) is None  # no such capture
     # dropping the synchronization's wait: the path after its return until a GPU operation runs again is only the
     # 5 µs return here (the step ends), well within the time the host sat blocked
-    sync = (g.ops["name"] == "cudaDeviceSynchronize").to_numpy()
+    sync = (g.ops["name"] == "cudaDeviceSynchronize")
     assert paths.share_pct(1, {"drop_wait": sync}) == round(100 * us(5) / us(1005), 1)
     assert paths.share_pct(1, {"drop_wait": np.zeros(len(g), bool)}) == 0.0
 
@@ -118,8 +118,8 @@ def test_critical_path_share_of_a_dropped_synchronization(memory_store):
     _call(con, 1, 6, "cudaDeviceSynchronize", 738, 792)
     g = build_graph(con, [1])
     paths = step_paths(g, {1: [(-g.t0, us(792) - g.t0)]}, replay(g))
-    syncs = np.flatnonzero((g.ops["name"] == "cudaDeviceSynchronize").to_numpy())
-    first, second = syncs[np.argsort(g.ops["start_ns"].to_numpy()[syncs])][:2]
+    syncs = np.flatnonzero((g.ops["name"] == "cudaDeviceSynchronize"))
+    first, second = syncs[np.argsort(g.ops["start_ns"][syncs])][:2]
     only = np.zeros(len(g), bool)
     # the first gives back its return (2 µs), the 100 µs of host work and B's launch latency (5): 107 µs until B
     # runs, well within the 390-odd µs it sat blocked on the path (A's time, which the relaunch could hide behind)

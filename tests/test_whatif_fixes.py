@@ -128,7 +128,7 @@ def test_asynchronous_copies_of_pageable_memory_made_pinned(memory_store):
     # and 18 µs; each copy starts as its launch and stream allow: 5-25, 27-47, 49-69, 71-91; the launch at 24, the
     # kernel 1 µs after the last copy (its recorded stream lag) at 92-142 and the synchronization returns 2 µs after
     # it, at 144 µs instead of 237
-    copies = g.ops.index[g.ops["kind"] == 2]
+    copies = np.flatnonzero(g.ops["kind"] == 2)
     assert sorted(after[0][copies].tolist()) == [us(t) - g.t0 for t in (5, 27, 49, 71)]
     span = [(-g.t0, us(237) - g.t0)]
     assert map_steps(g, 1, span, replay(g))[0] - map_steps(g, 1, span, after)[0] == us(237 - 144)
@@ -136,8 +136,8 @@ def test_asynchronous_copies_of_pageable_memory_made_pinned(memory_store):
     # read once per graph)
     con.execute("update memcpys set src_kind = 'pinned' where correlation_id = 4")
     g = build_graph(con, [1])
-    calls = g.ops.index[g.ops["name"] == "cudaMemcpyAsync"]
-    calls = calls[np.argsort(g.ops.loc[calls, "correlation_id"].to_numpy())]
+    calls = np.flatnonzero(g.ops["name"] == "cudaMemcpyAsync")
+    calls = calls[np.argsort(g.ops["correlation_id"][calls])]
     assert (fix_of(con, g, finding, {})["own_scale"][calls] < 1).tolist() == [True, True, True, False]
     # a rule without the key is not replayed
     assert fix_of(con, g, SimpleNamespace(capture_id=1, device_id=None, internal={"part": "host"}), {}) is None
@@ -151,6 +151,7 @@ def test_an_idle_findings_gaps_are_its_longest_until_they_hold_its_impact(memory
 
     import pandas as pd
 
+    from nsight_advisor.analysis.op_table import OpTable
     from nsight_advisor.engine.finding_fixes import finding_gaps
 
     con = memory_store
@@ -164,8 +165,8 @@ def test_an_idle_findings_gaps_are_its_longest_until_they_hold_its_impact(memory
     con.register("gaps_frame", gaps_frame)
     con.execute("create temp table gpu_idle_gaps as select * from gaps_frame")
     span = (int(starts[300]), int(starts[2500]))
-    g = SimpleNamespace(ops=pd.DataFrame({"capture_id": [1, 1], "device_id": [0, 0], "start_ns": list(span),
-                                          "end_ns": list(span)}),
+    g = SimpleNamespace(ops=OpTable({"capture_id": np.array([1, 1]), "device_id": np.array([0.0, 0.0]),
+                                     "start_ns": np.array(span), "end_ns": np.array(span)}),
                         clock=lambda capture_id, t: t)
     total = {(d, c): int(lengths[(devices == d) & (causes == c)].sum()) for d in (0, 1) for c in ("launch", "sync")}
     findings = []

@@ -33,7 +33,7 @@ def critical_path(g: StepGraph, start_ns: float, end_ns: float, capture_id: int,
     ns, ne = times if times is not None else replay(g)
     segments: list[dict[str, Any]] = []
     if last is None:
-        mine = np.flatnonzero((g.ops["capture_id"].to_numpy() == capture_id) & (ne <= end_ns + 0.5))
+        mine = np.flatnonzero((g.ops["capture_id"] == capture_id) & (ne <= end_ns + 0.5))
         last = int(mine[np.argmax(ne[mine])]) if len(mine) else -1
     if last < 0:
         return [_segment(UNTRACKED, None, start_ns, end_ns)]
@@ -67,7 +67,7 @@ def last_ops(g: StepGraph, capture_id: int, ends_ns: list[float], ne: np.ndarray
     """For each step end, the op of ``capture_id`` that :func:`critical_path` starts from (the first by index of
     those ending latest by then), -1 for none: one sort for all the steps of a capture. ``among``: a boolean mask of
     the ops it may be (one GPU's, :func:`device_units`)."""
-    mine = g.ops["capture_id"].to_numpy() == capture_id
+    mine = g.ops["capture_id"] == capture_id
     mine = np.flatnonzero(mine if among is None else mine & among)
     order = mine[np.argsort(ne[mine], kind="stable")]
     sorted_ne = ne[order]
@@ -163,7 +163,7 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
     before, still queued, which a faster kernel moves far earlier than the host's step. ``among``: a boolean mask
     of the ops the steps move with (one GPU's, :func:`device_units`), else all the capture's."""
     ns, ne = times
-    mine = g.ops["capture_id"].to_numpy() == capture_id
+    mine = g.ops["capture_id"] == capture_id
     if among is not None:
         mine = mine & among
     if on_host:
@@ -172,7 +172,7 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
     mine = np.flatnonzero(mine)
     if not len(mine) or not spans:
         return [float(e - s) for s, e in spans]
-    start_all, end_all = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)
+    start_all, end_all = g.ops["start_ns"], g.ops["end_ns"]
     start0, end0 = start_all[mine], end_all[mine]
     by_start = mine[np.argsort(start0, kind="stable")]
     sorted_start = np.sort(start0)
@@ -214,20 +214,21 @@ def device_units(g: StepGraph, capture_id: int) -> dict[int, np.ndarray]:
     A fix on one GPU's kernels shortens that GPU's steps, which the capture's one step definition (another GPU's
     kernel sequence) need not show; where one process drives several GPUs, its steps are theirs together."""
     ops = g.ops
-    mine = ops["capture_id"].to_numpy() == capture_id
-    gpu = mine & (g.kinds != HOST) & ops["device_id"].notna().to_numpy()
-    devices = ops.loc[gpu, ["device_id", "pid"]]
-    if devices["device_id"].nunique() < 2 or devices["pid"].isna().any():
+    mine = ops["capture_id"] == capture_id
+    gpu = mine & (g.kinds != HOST) & ops.present("device_id")
+    device_of, host_pid = ops["device_id"], ops["pid"]  # float64, NaN where missing
+    if len(np.unique(device_of[gpu])) < 2 or np.isnan(host_pid[gpu]).any():
         return {}
-    pids = devices.drop_duplicates().groupby("device_id")["pid"].agg(lambda p: set(p.tolist()))
-    if sum(len(p) for p in pids) != len(set().union(*pids)):  # a process drives two GPUs
+    pids: dict[float, set[float]] = {}
+    for device, pid in set(zip(device_of[gpu].tolist(), host_pid[gpu].tolist())):
+        pids.setdefault(device, set()).add(pid)
+    if sum(len(p) for p in pids.values()) != len(set().union(*pids.values())):  # a process drives two GPUs
         return {}
-    host_pid = ops["pid"].astype("float64").to_numpy()
     host = mine & (g.kinds == HOST)
     units = {}
-    for device, procs in pids.items():
-        on_device = gpu & (ops["device_id"].to_numpy() == device)
-        units[int(device)] = on_device | (host & np.isin(host_pid, [float(p) for p in procs]))
+    for device, procs in sorted(pids.items()):
+        on_device = gpu & (device_of == device)
+        units[int(device)] = on_device | (host & np.isin(host_pid, sorted(procs)))
     return units
 
 
@@ -247,7 +248,7 @@ def path_summary(g: StepGraph, segments: list[dict[str, Any]]) -> dict[str, Any]
         length = s["end_ns"] - s["start_ns"]
         by_what[s["what"]] = by_what.get(s["what"], 0.0) + length
         if s["op"] is not None and s["what"] in (*KIND_NAMES[1:], "CUDA call"):
-            row = g.ops.iloc[s["op"]]
+            row = g.ops.row(s["op"])
             key = (s["what"], row["name"], int(row["capture_id"]))
             by_op[key] = by_op.get(key, 0.0) + length
     top = sorted(by_op.items(), key=lambda kv: -kv[1])[:10]

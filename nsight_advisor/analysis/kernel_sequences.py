@@ -51,7 +51,7 @@ class Sequence:
 
     def public(self, g: StepGraph, steps: int, saving_ns: int) -> dict[str, Any]:
         """The candidate as the report's ``summary.graph_candidates.candidates[]`` entry."""
-        starts, ends = g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)
+        starts, ends = g.ops["start_ns"], g.ops["end_ns"]
         kernel_ns = [int(ends[r].sum() - starts[r].sum()) for r in (np.asarray(run) for run in self.runs)]
         return {"streams": [{"capture_id": c, "device_id": d, "stream_id": s}
                             for c, (d, s) in sorted(self.streams.items())],
@@ -64,12 +64,11 @@ class Sequence:
 def find_sequences(g: StepGraph, steps: dict[int, list[tuple[int, int]]]) -> list[Sequence]:
     """The candidates of each capture's ``steps`` (graph clock), most launch-bound gap time first."""
     ops = g.ops
-    kernel = ops["kind"].to_numpy() == KERNEL
-    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
-    names = ops["name"].fillna("").to_numpy(object)
-    cids = ops["capture_id"].to_numpy()
-    devices = ops["device_id"].fillna(-1).to_numpy(np.int64)
-    streams = ops["stream_id"].fillna(-1).to_numpy(np.int64)
+    kernel = ops["kind"] == KERNEL
+    starts, ends = ops["start_ns"], ops["end_ns"]
+    names = np.where(ops.present("name"), ops["name"], "").astype(object)
+    cids = ops["capture_id"]
+    devices, streams = ops.ints("device_id"), ops.ints("stream_id")
     by_names: dict[tuple[str, ...], Sequence] = {}
     for cid, spans in sorted(steps.items()):
         per_step = _runs(g, np.flatnonzero(kernel & (cids == cid)), spans, starts, ends, names, devices, streams)
@@ -131,7 +130,7 @@ def back_to_back_ns(g: StepGraph) -> int:
     k = np.flatnonzero((g.pred[:, 1] >= 0) & (g.pred[:, 2] >= 0) & (g.kinds == KERNEL))
     if not len(k):
         return g.typical.get("stream", 0)
-    ends = g.ops["end_ns"].to_numpy(np.int64)
+    ends = g.ops["end_ns"]
     queued = k[ends[g.pred[k, 1]] < ends[g.pred[k, 2]]]
     lags = g.lag[queued, 2]
     lags = lags[lags >= 0]

@@ -3,29 +3,30 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import pandas as pd
 
-
-def names_matching(names: pd.Series, pattern: str, *, regex: bool = False, lower: bool = False) -> np.ndarray:
-    """Whether each of ``names`` (a missing one read as empty) contains ``pattern``: a regular expression searched
-    for when ``regex``, else plain text; in the lowercased name when ``lower``. As pandas' ``str.contains``, but
-    tested once per distinct name: an op table repeats a few hundred names over its rows (a pandas string method
-    on the 1M-kernel export's 93k replayed ops took 50 ms; on its few hundred names, well under one)."""
+def names_matching(names: np.ndarray, pattern: str, *, regex: bool = False, lower: bool = False) -> np.ndarray:
+    """Whether each of ``names`` (an object array; a missing one, None, read as empty) contains ``pattern``: a
+    regular expression searched for when ``regex``, else plain text; in the lowercased name when ``lower``. Tested
+    once per distinct name: an op table repeats a few hundred names over its rows (pandas' ``str.contains`` on the
+    1M-kernel export's 93k replayed ops took 50 ms; on its few hundred names, well under one)."""
     return match_distinct(*distinct_names(names), pattern, regex, lower)
 
 
-def distinct_names(names: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """(a code per row into the list, the distinct names with "" last for a missing name)."""
-    import pandas as pd
-
-    codes, uniques = pd.factorize(names, use_na_sentinel=True)
-    codes = np.asarray(codes, np.int64)
-    codes[codes < 0] = len(uniques)  # a missing name reads as the empty one, placed last
+def distinct_names(names: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """(a code per row into the list, the distinct names in order of first appearance, with "" last for a missing
+    name)."""
+    index: dict[Any, int] = {}
+    values = names.tolist() if isinstance(names, np.ndarray) else list(names)
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), np.int64, len(values))
+    uniques = list(index)
+    missing = index.get(None)
+    if missing is not None:  # a missing name reads as the empty one, placed last
+        uniques.pop(missing)
+        codes = np.where(codes == missing, len(uniques), codes - (codes > missing))
     return codes, [*map(str, uniques), ""]
 
 

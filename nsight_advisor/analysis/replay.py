@@ -24,7 +24,7 @@ def _order(g: StepGraph) -> tuple[list[int], list[bool]]:
     n = len(g)
     ops = np.r_[np.arange(n), special]
     is_end = np.r_[np.zeros(n, bool), np.ones(len(special), bool)]
-    times = np.r_[g.ops["start_ns"].to_numpy(np.int64), g.ops["end_ns"].to_numpy(np.int64)[special]]
+    times = np.r_[g.ops["start_ns"], g.ops["end_ns"][special]]
     order = np.lexsort((~is_end, times))
     return ops[order].tolist(), is_end[order].tolist()
 
@@ -131,7 +131,7 @@ def _replayed(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, args: tup
     :func:`_visit`)."""
     base = prep["base"]
     if base is None:
-        recorded = (g.ops["start_ns"].to_numpy(np.float64).tolist(), g.ops["end_ns"].to_numpy(np.float64).tolist())
+        recorded = (g.ops["start_ns"].astype(np.float64).tolist(), g.ops["end_ns"].astype(np.float64).tolist())
         if cost is not None:
             cost["ops"] = cost.get("ops", 0) + len(prep["order"])
         if len(touched):  # a graph replayed once, changed: all of it, as it is
@@ -162,7 +162,7 @@ def _scoped(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, k: int, arg
     capture, whose ranks then move too. Captures meet only at their collectives (analysis/step_graph.py): while
     every shared collective's last arrival stays, no op of another capture can move, and this capture's ops are
     visited in the same order on the same inputs as the whole replay would visit them (the same floats)."""
-    capture = g.ops["capture_id"].to_numpy()
+    capture = g.ops["capture_id"]
     first_capture = capture[touched[0]]
     if (capture[touched] != first_capture).any():
         return None
@@ -201,7 +201,7 @@ def _scopes(g: StepGraph, prep: dict[str, Any]) -> dict[int, tuple]:
     kept = prep.get("scopes")
     if kept is not None:
         return kept
-    capture = g.ops["capture_id"].to_numpy()
+    capture = g.ops["capture_id"]
     ids = np.unique(capture)
     preds = [g.pred[:, s] for s in range(4)] + [g.wait_pred]
     crossing = any(((p >= 0) & (capture[np.maximum(p, 0)] != capture)).any() for p in preds) or any(

@@ -35,17 +35,17 @@ that when the binding one moves earlier they can take over. Times are on the job
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from nsight_advisor.analysis.group_quantile import group_quantile
 from nsight_advisor.analysis.op_names import distinct_names, match_distinct, names_matching
+from nsight_advisor.analysis.op_table import MISSING_LAST, OpTable, group_codes, runs_of
 from nsight_advisor.common import sql_params
 
 if TYPE_CHECKING:
     import duckdb
-    import pandas as pd
 
 #: Operation kinds.
 HOST, KERNEL, MEMCPY, MEMSET = 0, 1, 2, 3
@@ -85,7 +85,7 @@ NEVER_STALLS = r"Query(?:_v\d+)?$"
 class StepGraph:
     """The dependency graph of some captures' operations (see the module docstring); arrays indexed by op."""
 
-    ops: pd.DataFrame  # capture_id, kind, pid, tid, device_id, stream_id, name, start_ns, end_ns (aligned)
+    ops: OpTable  # capture_id, kind, pid, tid, device_id, stream_id, correlation_id, name, start_ns, end_ns, blocking
     pred: np.ndarray  # [n, 4] int64: the op each start slot waits for, -1 for none
     lag: np.ndarray  # [n, 4] int64: the lag of each slot, ns
     from_start: np.ndarray  # [n, 4] bool: the slot waits for its op's start (else its end)
@@ -109,7 +109,7 @@ class StepGraph:
     def kinds(self) -> np.ndarray:
         """Each op's kind (HOST, KERNEL, MEMCPY, MEMSET) as an array."""
         if "_kinds" not in self.__dict__:
-            self.__dict__["_kinds"] = self.ops["kind"].to_numpy()
+            self.__dict__["_kinds"] = self.ops["kind"]
         return self.__dict__["_kinds"]
 
     @property
@@ -123,9 +123,19 @@ class StepGraph:
     def name_matches(self, pattern: str, *, regex: bool = False, lower: bool = False) -> np.ndarray:
         """Each op's name (empty when it has none) containing ``pattern`` (analysis/op_names.py
         ``names_matching``), as a boolean array; the distinct names are found once per graph."""
+        return match_distinct(*self.name_codes(), pattern, regex, lower)
+
+    def name_in(self, names) -> np.ndarray:
+        """Whether each op's name (missing: "") is one of ``names``, as a boolean array."""
+        codes, distinct = self.name_codes()
+        wanted = set(names)
+        return np.asarray([t in wanted for t in distinct], bool)[codes]
+
+    def name_codes(self) -> tuple[np.ndarray, list[str]]:
+        """Each op's name as a code into the distinct names ("" last, for a missing name), made once per graph."""
         if "_names" not in self.__dict__:
             self.__dict__["_names"] = distinct_names(self.ops["name"])
-        return match_distinct(*self.__dict__["_names"], pattern, regex, lower)
+        return self.__dict__["_names"]
 
 
 def build_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
@@ -142,7 +152,7 @@ def build_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
     n = len(ops)
     graph = StepGraph(ops=ops, pred=np.full((n, 4), -1, np.int64), lag=np.zeros((n, 4), np.int64),
                       from_start=np.zeros((n, 4), bool), binding=np.full(n, -1, np.int8),
-                      own_ns=(ops["end_ns"] - ops["start_ns"]).to_numpy(np.int64).copy(),
+                      own_ns=(ops["end_ns"] - ops["start_ns"]).astype(np.int64),
                       wait_pred=np.full(n, -1, np.int64), wait_lag=np.zeros(n, np.int64),
                       group=np.full(n, -1, np.int64), group_lag=np.zeros(n, np.int64), offsets=offsets, t0=t0)
     if n:
@@ -163,10 +173,10 @@ def _offsets(con, ids: list[int]) -> dict[int, int]:
     return {int(c): int(o or 0) for c, o in rows}
 
 
-def _ops(con, ids: list[int], spans: list[tuple[int, int]], offsets: dict[int, int]) -> pd.DataFrame:
+def _ops(con, ids: list[int], spans: list[tuple[int, int]], offsets: dict[int, int]) -> OpTable:
     """Host calls and GPU operations of each of ``ids`` overlapping its span (lo, hi), times plus its clock offset,
     capture by capture in one query, in a fixed order: ties (the critical path's first by index) go one way."""
-    frame = sql_params.execute(con, """
+    result = sql_params.execute(con, """
         with spans as (select unnest($ids::integer[]) as capture_id, unnest($pos::integer[]) as pos,
                               unnest($lo::bigint[]) as lo, unnest($hi::bigint[]) as hi, unnest($off::bigint[]) as off)
         select s.pos, a.capture_id, 0::tinyint as kind, a.pid, a.tid, null::integer as device_id,
@@ -192,25 +202,26 @@ def _ops(con, ids: list[int], spans: list[tuple[int, int]], offsets: dict[int, i
         where m.end_ns >= s.lo and m.start_ns <= s.hi and m.end_ns >= m.start_ns
         order by pos, kind, start_ns, end_ns, pid, tid, device_id, stream_id, correlation_id, name
         """, {"ids": ids, "pos": list(range(len(ids))), "lo": [lo for lo, _hi in spans],
-              "hi": [hi for _lo, hi in spans], "off": [offsets.get(cid, 0) for cid in ids]}).df().drop(columns="pos")
+              "hi": [hi for _lo, hi in spans], "off": [offsets.get(cid, 0) for cid in ids]})
+    ops = OpTable.from_result(result, drop=("pos",))  # start_ns and end_ns: int64, as bigint sums
     # RE2 (DuckDB's regular expressions) has no lookahead: the blocking calls are told here
-    frame["blocking"] = (frame["kind"] == HOST).to_numpy() & names_matching(frame["name"], BLOCKING_CALL, regex=True)
-    return frame
+    ops["blocking"] = (ops["kind"] == HOST) & names_matching(ops["name"], BLOCKING_CALL, regex=True)
+    return ops
 
 
 def _host_edges(g: StepGraph) -> None:
     """Slot 0: each call after the previous top-level call of its thread; a nested call after its outer call's
     start."""
     ops = g.ops
-    host = ops.index[ops["kind"] == HOST]
+    host = np.flatnonzero(ops["kind"] == HOST)
     if not len(host):
         return
-    h = ops.loc[host].sort_values(["capture_id", "pid", "tid", "start_ns", "end_ns"],
-                                  ascending=[True, True, True, True, False])
-    idx = h.index.to_numpy(np.int64)
-    start, end = h["start_ns"].to_numpy(np.int64), h["end_ns"].to_numpy(np.int64)
-    thread = h.groupby(["capture_id", "pid", "tid"], dropna=False, sort=False).ngroup().to_numpy()
-    new_thread = np.r_[True, thread[1:] != thread[:-1]]
+    cid, pid, tid = ops["capture_id"][host], ops.ints("pid", MISSING_LAST)[host], ops.ints("tid", MISSING_LAST)[host]
+    # by thread, then start, the longer of two calls starting together first (the outer one)
+    order = np.lexsort((-ops["end_ns"][host], ops["start_ns"][host], tid, pid, cid))
+    idx = host[order]
+    start, end = ops["start_ns"][idx], ops["end_ns"][idx]
+    new_thread = runs_of(group_codes(cid[order], pid[order], tid[order]))
     # the latest end so far on the thread, before this call: a call starting before it is nested
     prev_end_l, prev_top_l = [0] * len(idx), [-1] * len(idx)
     running, top = -(2 ** 62), -1
@@ -240,14 +251,15 @@ def _handoff_edges(g: StepGraph) -> None:
     top = np.flatnonzero((g.kinds == HOST) & ~g.from_start[:, 0])
     if not len(top):
         return
-    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
-    frame = ops.iloc[top][["capture_id", "pid", "tid"]].assign(op=top, start=starts[top])
-    tid_of = ops["tid"].fillna(-1).to_numpy(np.int64)
-    for _process, calls in frame.groupby(["capture_id", "pid"], dropna=False, sort=False):
-        threads = [c.sort_values("start")["op"].to_numpy(np.int64) for _t, c in calls.groupby("tid", dropna=False)]
+    starts, ends = ops["start_ns"], ops["end_ns"]
+    tid_of, tids = ops.ints("tid", -1), ops.ints("tid", MISSING_LAST)[top]
+    process = group_codes(ops["capture_id"][top], ops.ints("pid", MISSING_LAST)[top])
+    for p in range(int(process.max()) + 1):
+        calls, p_tids = top[process == p], tids[process == p]
+        p_ops = calls[np.argsort(starts[calls], kind="stable")]
+        threads = [c[np.argsort(starts[c], kind="stable")] for c in (calls[p_tids == t] for t in np.unique(p_tids))]
         if len(threads) < 2:
             continue
-        p_ops = calls.sort_values("start")["op"].to_numpy(np.int64)
         p_start = starts[p_ops]
         for t, mine in enumerate(threads):  # vectorized over the thread's gaps, a loop over the other threads
             k = np.flatnonzero(starts[mine[1:]] - ends[mine[:-1]] >= HANDOFF_MIN_GAP_NS)
@@ -286,32 +298,31 @@ def _handoff_edges(g: StepGraph) -> None:
 
 
 def _launch_and_stream_edges(g: StepGraph) -> None:
-    import pandas as pd
-
     ops = g.ops
-    gpu = ops[ops["kind"] != HOST]
-    host = ops[(ops["kind"] == HOST) & ops["correlation_id"].notna()]
+    kind, linked = ops["kind"], ops.present("correlation_id")
+    gpu = np.flatnonzero(kind != HOST)
     if not len(gpu):  # host calls alone: nothing launched in the span
         return
-    # slot 1: the launching call (same capture, process and correlation id)
-    calls = pd.DataFrame({"capture_id": host["capture_id"], "pid": host["pid"],
-                          "correlation_id": host["correlation_id"], "call": host.index})
-    calls = calls.drop_duplicates(["capture_id", "pid", "correlation_id"], keep="first")
-    linked = pd.DataFrame({"capture_id": gpu["capture_id"], "pid": gpu["pid"],
-                           "correlation_id": gpu["correlation_id"], "op": gpu.index}).merge(
-        calls, on=["capture_id", "pid", "correlation_id"], how="inner")
-    op, call = linked["op"].to_numpy(np.int64), linked["call"].to_numpy(np.int64)
-    starts = ops["start_ns"].to_numpy(np.int64)
+    # slot 1: the launching call (same capture, process and correlation id; the first such call)
+    host = np.flatnonzero((kind == HOST) & linked)
+    launched = gpu[linked[gpu]]
+    both = np.r_[host, launched]
+    key = group_codes(ops["capture_id"][both], ops.ints("pid", MISSING_LAST)[both], ops.ints("correlation_id")[both])
+    first_call = np.full(int(key.max(initial=-1)) + 1, -1, np.int64)
+    keys, first = np.unique(key[:len(host)], return_index=True)
+    first_call[keys] = host[first]
+    call = first_call[key[len(host):]]
+    op, call = launched[call >= 0], call[call >= 0]
+    starts, ends = ops["start_ns"], ops["end_ns"]
     g.pred[op, 1] = call
     g.from_start[op, 1] = True
     g.lag[op, 1] = starts[op] - starts[call]
     # slot 2: the previous operation on the stream
-    s = gpu.sort_values(["capture_id", "device_id", "stream_id", "start_ns", "end_ns"])
-    idx = s.index.to_numpy(np.int64)
-    key = s.groupby(["capture_id", "device_id", "stream_id"], dropna=False, sort=False).ngroup().to_numpy()
-    same = np.r_[False, key[1:] == key[:-1]]
+    stream = [ops[c][gpu] if c == "capture_id" else ops.ints(c, MISSING_LAST)[gpu]
+              for c in ("capture_id", "device_id", "stream_id")]
+    idx = gpu[order := np.lexsort((ends[gpu], starts[gpu], *stream[::-1]))]
+    same = ~runs_of(group_codes(*(k[order] for k in stream)))
     cur, prev = idx[same], idx[np.r_[same[1:], False]]
-    ends = ops["end_ns"].to_numpy(np.int64)
     g.pred[cur, 2] = prev
     g.lag[cur, 2] = starts[cur] - ends[prev]
 
@@ -362,17 +373,16 @@ def _last_at_or_before(keys: np.ndarray, times: np.ndarray, qkeys: np.ndarray, q
 def _cross_edges(g: StepGraph) -> None:
     """Slot 3: an inferred wait for another stream's operation (see the module docstring)."""
     ops = g.ops
-    gpu = ops.index[ops["kind"] != HOST].to_numpy(np.int64)
+    gpu = np.flatnonzero(ops["kind"] != HOST)
     if not len(gpu):
         return
-    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
-    streams = ops["stream_id"].fillna(-1).to_numpy(np.int64)
+    starts, ends = ops["start_ns"], ops["end_ns"]
+    streams = ops.ints("stream_id")
     rows = np.arange(len(g))
     bind = np.maximum(g.binding, 0)
     typical = np.array([0, g.typical.get("launch", 0), g.typical.get("stream", 0), 0])
     unexplained = np.where(g.binding >= 0, g.lag[rows, bind] - typical[bind], CROSS_MIN_UNEXPLAINED_NS)
-    dk = (ops["capture_id"].astype("int64") * 1_000_003 + ops["device_id"].fillna(-1).astype("int64")).to_numpy(
-        np.int64)
+    dk = ops["capture_id"].astype(np.int64) * 1_000_003 + ops.ints("device_id")
     cand = gpu[(unexplained[gpu] >= CROSS_MIN_UNEXPLAINED_NS) & (g.binding[gpu] != 0)]
     if not len(cand):
         return
@@ -403,27 +413,24 @@ def _blocking_ends(g: StepGraph) -> None:
     4,350 launches and 238 of the 1,600 asynchronous copies stalled, 228 ms in all: with their durations kept, a
     faster kernel saved nothing; docs/impact.md.)"""
     ops = g.ops
-    host = (ops["kind"] == HOST).to_numpy()
-    calls = ops.index[host].to_numpy(np.int64)
-    gpu = ops.index[~host].to_numpy(np.int64)
+    host = ops["kind"] == HOST
+    calls, gpu = np.flatnonzero(host), np.flatnonzero(~host)
     if not len(calls) or not len(gpu):
         return
-    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    starts, ends = ops["start_ns"], ops["end_ns"]
     took = ends[calls] - starts[calls]
-    group = ops.loc[calls, ["capture_id", "name"]].groupby(["capture_id", "name"], dropna=False, sort=False) \
-        .ngroup().to_numpy(np.int64)
+    group = group_codes(ops["capture_id"][calls], g.name_codes()[0][calls])  # by capture and name
     typical = group_quantile(group, took, TYPICAL_QUANTILE)
-    blocking = ops["blocking"].to_numpy(bool)[calls]
+    blocking = ops["blocking"][calls]
     stalled = ~blocking & (took >= STALLED_MIN_NS) & (took >= STALLED_FACTOR * typical)
     if stalled.any():
         slow = np.flatnonzero(stalled)
-        polls = names_matching(ops.loc[calls[slow], "name"], NEVER_STALLS, regex=True)
+        polls = names_matching(ops["name"][calls[slow]], NEVER_STALLS, regex=True)
         stalled[slow[polls]] = False
     calls, typical, blocking = calls[blocking | stalled], typical[blocking | stalled], blocking[blocking | stalled]
     if not len(calls):
         return
-    pkey = (ops["capture_id"].astype("int64") * 4_294_967_311 + ops["pid"].fillna(-1).astype("int64")).to_numpy(
-        np.int64)
+    pkey = ops["capture_id"].astype(np.int64) * 4_294_967_311 + ops.ints("pid")
     order = gpu[np.lexsort((ends[gpu], pkey[gpu]))]
     pos = _last_at_or_before(pkey[order], ends[order], pkey[calls], ends[calls])
     j = np.where(pos >= 0, order[np.maximum(pos, 0)], -1)
@@ -441,9 +448,9 @@ def _other_streams(g: StepGraph, calls: np.ndarray, pkey: np.ndarray, starts: np
     """A blocking call also waits for the last operation that ended during it on each other stream of its process
     (a device synchronization waits for every stream; the latest end is the one that set its return)."""
     ops = g.ops
-    gpu = ops.index[ops["kind"] != HOST].to_numpy(np.int64)
-    stream_key = ops.loc[gpu].groupby(["capture_id", "device_id", "stream_id"], dropna=False, sort=False).ngroup()
-    keys = stream_key.to_numpy()
+    gpu = np.flatnonzero(ops["kind"] != HOST)
+    keys = group_codes(ops["capture_id"][gpu], ops.ints("device_id", MISSING_LAST)[gpu],
+                       ops.ints("stream_id", MISSING_LAST)[gpu], appearance=True)
     if keys.max(initial=0) > 256:  # a capture of hundreds of streams: the binding wait alone
         return
     for k in np.unique(keys):
@@ -469,15 +476,15 @@ def _collective_ends(con, g: StepGraph, ids: list[int]) -> None:
     if not rows:
         return
     ops = g.ops
-    kern = ops[ops["kind"] == KERNEL]
-    at = {(int(c), int(d) if d == d else -1, int(s)): int(i) for i, c, d, s in
-          zip(kern.index, kern["capture_id"], kern["device_id"].fillna(-1), kern["start_ns"])}
+    kern = np.flatnonzero(ops["kind"] == KERNEL)
+    at = {(c, d, s): i for i, c, d, s in zip(kern.tolist(), ops["capture_id"][kern].tolist(),
+                                             ops.ints("device_id")[kern].tolist(), ops["start_ns"][kern].tolist())}
     groups: dict[tuple, list[int]] = {}
     for cid, dev, start, _end, job, pg, coll, index in rows:
         i = at.get((int(cid), int(dev), g.clock(cid, start)))
         if i is not None:
             groups.setdefault((job, pg, coll, index), []).append(i)
-    starts, ends = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    starts, ends = ops["start_ns"], ops["end_ns"]
     for members in groups.values():
         if len(members) < 2:
             continue
@@ -490,11 +497,3 @@ def _collective_ends(con, g: StepGraph, ids: list[int]) -> None:
                 continue
             g.group[m], g.group_lag[m] = gid, transfer
             g.own_ns[m] = min(int(ends[m] - starts[m]), int(transfer))
-
-
-def describe(g: StepGraph, i: int) -> dict[str, Any]:
-    """One op as a small dict for reports."""
-    row = g.ops.iloc[i]
-    return {"kind": KIND_NAMES[int(row["kind"])], "name": row["name"], "capture_id": int(row["capture_id"]),
-            "device_id": None if row["device_id"] != row["device_id"] else int(row["device_id"]),
-            "stream_id": None if row["stream_id"] != row["stream_id"] else int(row["stream_id"])}

@@ -50,8 +50,8 @@ def pageable_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
     ops = g.ops
     mine = np.flatnonzero((g.kinds[w] == HOST) & (_columns(g).capture[w] == f.capture_id)) + w.start
     calls = np.zeros(len(g), bool)
-    calls[mine] = [(p, c) in pinned for p, c in zip(ops["pid"].to_numpy()[mine].tolist(),
-                                                    ops["correlation_id"].to_numpy()[mine].tolist())]
+    calls[mine] = [(p, c) in pinned for p, c in zip(ops["pid"][mine].tolist(),
+                                                    ops["correlation_id"][mine].tolist())]
     if not calls.any():
         return None
     change = {"own_scale": np.ones(len(g)), "drop_wait": np.zeros(len(g), bool)}
@@ -92,11 +92,11 @@ def _columns(g: StepGraph) -> _Columns:
     kept = g.__dict__.get("_fix_columns")
     if kept is None:
         ops = g.ops
-        capture = ops["capture_id"].to_numpy()
+        capture = ops["capture_id"]
         windows = value_windows(capture)
         kept = g.__dict__["_fix_columns"] = _Columns(
-            capture=capture, device=ops["device_id"].to_numpy(dtype=float, na_value=np.nan),
-            starts=ops["start_ns"].to_numpy(np.int64), ends=ops["end_ns"].to_numpy(np.int64), windows=windows)
+            capture=capture, device=ops["device_id"],
+            starts=ops["start_ns"], ends=ops["end_ns"], windows=windows)
     return kept
 
 
@@ -142,7 +142,7 @@ def comm_fix(con, g: StepGraph, f: Finding) -> dict[str, Any] | None:
         return None
     w = capture_window(g, f.capture_id)
     on_device = _on_device(g, f) & (g.kinds[w] == KERNEL)
-    comm = on_device & g.ops["name"].iloc[w].isin(_comm_names(con, g, f.capture_id)).to_numpy()
+    comm = on_device & g.name_in(_comm_names(con, g, f.capture_id))[w]
     kernels = np.flatnonzero(comm) + w.start
     if not len(kernels):
         return None
@@ -250,10 +250,8 @@ def _kernel_index(g: StepGraph) -> _KernelIndex:
     distinct name shortened once."""
     kept = g.__dict__.get("_kernel_index")
     if kept is None:
-        import pandas as pd  # pandas only where a step is replayed (tests/test_sql_params.py)
-
         ops = g.ops
-        codes, uniques = pd.factorize(ops["name"].fillna(""))
+        codes, uniques = g.name_codes()  # a missing name as "" (last)
         by_subject: dict[str, list[int]] = {}
         for code, name in enumerate(uniques):
             by_subject.setdefault(name, []).append(code)
@@ -261,7 +259,7 @@ def _kernel_index(g: StepGraph) -> _KernelIndex:
             if short != name:
                 by_subject.setdefault(short, []).append(code)
         kept = g.__dict__["_kernel_index"] = _KernelIndex(
-            kernels=np.flatnonzero(ops["kind"].to_numpy() == KERNEL), codes=np.asarray(codes),
+            kernels=np.flatnonzero(ops["kind"] == KERNEL), codes=np.asarray(codes),
             by_subject=by_subject)
     return kept
 
@@ -374,9 +372,9 @@ def idle_fix(g: StepGraph, f: Finding, gaps: list[tuple]) -> dict[str, Any] | No
     # the capture's window (capture_window): every op outside it keeps its lags, its time and its waits
     w, cols, n = capture_window(g, f.capture_id), _columns(g), len(g)
     kind, cids, devices = g.kinds[w], cols.capture[w], cols.device[w]
-    pid = g.ops["pid"].iloc[w]
-    pids = set(pid[(cids == f.capture_id) & (devices == f.device_id)].dropna().tolist())
-    host = (kind == HOST) & (cids == f.capture_id) & pid.isin(pids).to_numpy()
+    pid = g.ops["pid"][w]  # float64, NaN where missing
+    pids = set(pid[(cids == f.capture_id) & (devices == f.device_id) & ~np.isnan(pid)].tolist())
+    host = (kind == HOST) & (cids == f.capture_id) & np.isin(pid, sorted(pids))
     starts, ends = cols.starts[w], cols.ends[w]
     lag0, pred0, wait_pred = g.lag[w, 0], g.pred[w, 0], g.wait_pred[w]
     # the host work before each call: [start - lag, start); its overlap with the gap holding the call's start
@@ -416,7 +414,7 @@ def _staged_copies(g: StepGraph, host: np.ndarray, starts: np.ndarray, ends: np.
     staging buffer. A call reaching into a gap only at its edge counts, as its staging is what kept the GPU idle
     there."""
     ops = g.ops
-    copy_call = host & ops["blocking"].to_numpy(bool) & ~g.name_matches("Synchronize")
+    copy_call = host & ops["blocking"] & ~g.name_matches("Synchronize")
     # the gap starting last before the call ends: the call overlaps it when it ends after the gap starts and
     # starts before the gap ends
     k = np.searchsorted(lo, ends, "right") - 1

@@ -80,7 +80,7 @@ class StepModel:
     def moved(self, times: tuple[np.ndarray, np.ndarray]) -> set[int]:
         """The captures with an op whose replayed start or end under ``times`` differs from the unchanged replay."""
         changed = (times[0] != self.base[0]) | (times[1] != self.base[1])
-        return set(np.unique(self.graph.ops["capture_id"].to_numpy()[changed]).tolist())
+        return set(np.unique(self.graph.ops["capture_id"][changed]).tolist())
 
     def on_host(self, capture_id: int) -> bool:
         """Whether the capture's steps are the host's (NVTX ranges), not a kernel sequence's."""
@@ -133,8 +133,8 @@ def _op_count(con, capture_id: int, lo: int, hi: int) -> int:
 
 def kernel_ops(graph: StepGraph, name: str) -> np.ndarray:
     """Kernels named ``name`` exactly, else those whose name contains it (a boolean mask over the ops)."""
-    kernels = graph.ops["kind"].to_numpy() == KERNEL
-    exact = kernels & (graph.ops["name"].fillna("") == name).to_numpy()
+    kernels = graph.ops["kind"] == KERNEL
+    exact = kernels & graph.name_in({name})
     if exact.any():
         return exact
     return kernels & graph.name_matches(name)
@@ -160,8 +160,8 @@ def whatif(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], *, kernel
         if not mask.any():
             raise ValueError(f"no kernel named {kernel!r} (or containing it) within the capture's steps")
         changes.append({"own_scale": np.where(mask, 1.0 / speedup, 1.0)})
-        chosen = model.graph.ops.loc[mask, "name"]
-        described = {"kernel": kernel, "speedup": speedup, "kernel_names": sorted(chosen.unique().tolist()),
+        chosen = model.graph.ops["name"][mask]
+        described = {"kernel": kernel, "speedup": speedup, "kernel_names": sorted(set(chosen.tolist())),
                      "launches": int(mask.sum())}
     if fixes:
         fixed, applied = _fix_changes(con, model, fixes)
@@ -261,7 +261,7 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     # by one (a job's table ranks a rule by its all-ranks saving; a finding visits its rank's ops and the passes
     # around it, REPLAY_PASS_SHARE)
     cost = {"ops": _all_ranks_savings(model, before, fixed, changes, MAX_ANALYSIS_REPLAY_OPS)}
-    sizes = model.graph.ops["capture_id"].value_counts().to_dict()
+    sizes = dict(zip(*(x.tolist() for x in np.unique(model.graph.ops["capture_id"], return_counts=True))))
     passes = int(len(model.graph) * REPLAY_PASS_SHARE)
 
     def replayed(members: list[Finding]) -> int | None:

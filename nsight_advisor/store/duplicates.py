@@ -30,15 +30,16 @@ def refuse_merged_duplicates(con: duckdb.DuckDBPyConnection, capture_ids: Sequen
     if len(ids) < 2:
         return
     try:
-        twice = con.execute(
-            "SELECT source_path, list(capture_id ORDER BY capture_id) FROM captures "
-            "WHERE list_contains(?::INTEGER[], capture_id) "
+        # parameters as literals (sql_params): a Python list bound by DuckDB imports pandas
+        twice = sql_params.execute(
+            con, "SELECT source_path, list(capture_id ORDER BY capture_id) FROM captures "
+            "WHERE list_contains($ids::INTEGER[], capture_id) "
             "GROUP BY source_path, source_size_bytes, source_mtime_ns HAVING count(*) > 1 ORDER BY 1 LIMIT 1",
-            [ids]).fetchone()
-        ranks = con.execute(
-            "SELECT d.rank, d.world_size, list(c.source_path ORDER BY c.capture_id) FROM capture_distributed d "
-            "JOIN captures c USING (capture_id) WHERE list_contains(?::INTEGER[], d.capture_id) "
-            "GROUP BY d.rank, d.world_size HAVING count(*) > 1 ORDER BY 1, 2 LIMIT 1", [ids]).fetchone()
+            {"ids": ids}).fetchone()
+        ranks = sql_params.execute(
+            con, "SELECT d.rank, d.world_size, list(c.source_path ORDER BY c.capture_id) FROM capture_distributed d "
+            "JOIN captures c USING (capture_id) WHERE list_contains($ids::INTEGER[], d.capture_id) "
+            "GROUP BY d.rank, d.world_size HAVING count(*) > 1 ORDER BY 1, 2 LIMIT 1", {"ids": ids}).fetchone()
     except duckdb.Error:
         return  # a store without these tables is reported by what reads it
     if twice is not None:

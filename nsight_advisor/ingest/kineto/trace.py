@@ -28,12 +28,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from nsight_advisor.ingest.arrow_buffers import int_array, string_array
 from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
 from nsight_advisor.common import sql_params
 from nsight_advisor.common.connections import second_connection
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.failures import classified
 from nsight_advisor.ingest.gc_pause import gc_paused
+from nsight_advisor.ingest.kineto.arrow_rows import ColumnTypeError, rows_table
 from nsight_advisor.ingest.kineto.header import CUDA_OPTION, write_header_tables
 from nsight_advisor.ingest.kineto.json_events import iter_events, read_header
 from nsight_advisor.ingest.kineto.ranges import write_ranges
@@ -123,18 +125,6 @@ def _read_trace(con: duckdb.DuckDBPyConnection, capture_id: int, path: Path, ing
 MEMORY_LIMIT = "400MB"
 
 
-@functools.lru_cache(maxsize=None)
-def _struct(columns: tuple[str, ...]) -> pa.DataType:
-    return pa.struct([(name, _TYPES.get(name, pa.int64())) for name in columns])
-
-
-@functools.lru_cache(maxsize=None)
-def _schema(columns: tuple[str, ...]) -> pa.Schema:
-    """A staged batch's schema: fractions as doubles (the stage's DOUBLE), the rest as :func:`_struct`."""
-    return pa.schema([(name, pa.float64() if _TYPES.get(name) == _FRACTION else _TYPES.get(name, pa.int64()))
-                      for name in columns])
-
-
 def _bound_memory(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     """DuckDB's memory bounded at :data:`MEMORY_LIMIT` (on-disk stores only); returns the settings to restore."""
     saved: dict[str, str] = {}
@@ -212,7 +202,7 @@ class _Ingest:
         """Sink of :class:`EventRows`: one batch, with its capture id, held until :data:`BATCH_ROWS` rows of
         ``table`` are (several small traces' batches then go in with one statement)."""
         batch = self._arrow(cid, table, columns, rows)
-        batch = batch.add_column(0, "capture_id", pa.array(np.full(batch.num_rows, cid, dtype=np.int64)))
+        batch = batch.add_column(0, "capture_id", int_array(np.full(batch.num_rows, cid), pa.int64()))
         self.pending[table].append(batch)
         self.pending_rows[table] += batch.num_rows
         if self.pending_rows[table] >= BATCH_ROWS:
@@ -245,32 +235,19 @@ class _Ingest:
             drop_view(self.con, "kineto_batch")
 
     def _arrow(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
-        """The batch as an Arrow table; InputError naming the column when a value does not fit its type."""
-        try:  # the tuples converted in one go (a third of the cost of a column at a time)
-            batch = pa.Table.from_struct_array(pa.array(rows, type=_struct(columns)))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
-            batch = self._arrow_by_column(cid, table, columns, rows)
+        """The batch as an Arrow table (without pandas: ingest/kineto/arrow_rows.py), fractions as doubles as the
+        stage stores them; InputError naming the column when a value does not fit its type."""
+        try:
+            batch = rows_table(rows, columns, _TYPES, _FRACTION)
+        except ColumnTypeError as exc:
+            name = exc.column
+            raise InputError(f"{self.paths[cid]}: an event for {table} holds a {name} that is not "
+                             f"{_WHAT.get(_TYPES.get(name), 'a whole number within 64 bits')}") from None
         for name in ("name", "text"):
             if name in columns and batch.num_rows and pc.max(pc.utf8_length(batch[name])).as_py() > MAX_NAME_CHARS:
                 raise InputError(f"{self.paths[cid]}: an event for {table} has a name of more than "
                                  f"{MAX_NAME_CHARS:,} characters: not a name")
-        # fractions as the stage stores them (DOUBLE): batches of the fast and the slow path then concatenate
-        return batch.cast(_schema(columns)) if any(_TYPES.get(c) == _FRACTION for c in columns) else batch
-
-    def _arrow_by_column(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
-        """The slow path of :meth:`_arrow`, a column at a time: numbers with long fractions (floats kept), or
-        an error naming the column that holds a value of the wrong type."""
-        arrays = []
-        for name, values in zip(columns, zip(*rows)):
-            kind = _TYPES.get(name, pa.int64())
-            try:
-                if kind == _FRACTION:
-                    kind, values = pa.float64(), [None if v is None else float(v) for v in values]
-                arrays.append(pa.array(values, type=kind))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
-                raise InputError(f"{self.paths[cid]}: an event for {table} holds a {name} that is not "
-                                 f"{_WHAT.get(_TYPES.get(name), 'a whole number within 64 bits')}") from None
-        return pa.Table.from_arrays(arrays, names=list(columns))
+        return batch
 
     def events(self, cid: int, path: Path, header: dict) -> None:
         """Parse one trace into the stage (and api_calls, cpu_ops)."""
@@ -326,8 +303,8 @@ class _Ingest:
         names = [(cid, name_id, name) for cid in self.ids for name, name_id in self.rows[cid].kernel_names.items()]
         if names:
             cids, name_ids, texts = zip(*names)
-            table = pa.table({"capture_id": pa.array(cids, pa.int64()), "name_id": pa.array(name_ids, pa.int64()),
-                              "name": pa.array(texts, pa.string())})
+            table = pa.table({"capture_id": int_array(np.array(cids), pa.int64()),
+                              "name_id": int_array(np.array(name_ids), pa.int64()), "name": string_array(texts)})
             stream_view(self.con, "kineto_names", table)
             try:
                 self.sql("INSERT INTO kernel_names SELECT capture_id, name_id, name FROM kineto_names")
