@@ -95,8 +95,8 @@ def test_a_cold_analyze_of_an_nsys_export_never_imports_pandas(tmp_path) -> None
 
     NVTX ranges, when an analysis loads them (tables under DEFER_MIN_ROWS always load: they name the causes of
     idle gaps), stream through Arrow, built from buffers so that pyarrow does not import pandas (checked in
-    tests/test_arrow_buffers.py); the export here has none. The one step that may import it is the replay of the capture's steps (analysis/step_graph.py, issue 31), which this capture has:
-    the first import of pandas must come from there, after the rules ran."""
+    tests/test_arrow_buffers.py); the export here has none. The replay of the capture's steps, which this capture
+    has, holds its operations as numpy columns (analysis/op_table.py): no step imports pandas."""
     export = _export_without_nvtx(tmp_path)
     script = (
         "import builtins, sys, traceback\n"
@@ -120,8 +120,7 @@ def test_a_cold_analyze_of_an_nsys_export_never_imports_pandas(tmp_path) -> None
     import ast
 
     stack = ast.literal_eval(out.stdout.strip().splitlines()[-1])  # where pandas was first imported ('' if never)
-    assert not stack or "analysis/step_graph.py" in stack, stack
-    assert "engine/runner.py" not in stack and "ingest/" not in stack, stack
+    assert not stack, stack
     assert (tmp_path / "report.html").stat().st_size > 10_000
 
 
