@@ -47,11 +47,13 @@ def test_a_result_reads_as_its_dataframe_holds_it(memory_store):
 
 def test_group_codes_number_groups_as_pandas_does():
     rng = np.random.default_rng(3)
-    a, b = rng.integers(0, 4, 500), rng.integers(-2, 3, 500)
-    frame = pd.DataFrame({"a": a, "b": b})
-    np.testing.assert_array_equal(group_codes(a, b), frame.groupby(["a", "b"], sort=True).ngroup().to_numpy())
-    np.testing.assert_array_equal(group_codes(a, b, appearance=True),
-                                  frame.groupby(["a", "b"], sort=False).ngroup().to_numpy())
+    a, b, c = rng.integers(0, 4, 500), rng.integers(-2, 3, 500), rng.choice([MISSING_LAST, 7, -(2 ** 40)], 500)
+    frame = pd.DataFrame({"a": a, "b": b, "c": c})
+    for keys in (["a", "b"], ["a", "b", "c"], ["c"]):
+        columns = [frame[k].to_numpy() for k in keys]
+        np.testing.assert_array_equal(group_codes(*columns), frame.groupby(keys, sort=True).ngroup().to_numpy())
+        np.testing.assert_array_equal(group_codes(*columns, appearance=True),
+                                      frame.groupby(keys, sort=False).ngroup().to_numpy())
     assert group_codes(np.zeros(0)).tolist() == []
     ordered = np.sort(a)
     assert runs_of(ordered).tolist() == [True] + (ordered[1:] != ordered[:-1]).tolist()

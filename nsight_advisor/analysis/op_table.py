@@ -133,14 +133,22 @@ def group_codes(*keys: np.ndarray, appearance: bool = False) -> np.ndarray:
     n = len(keys[0]) if keys else 0
     if n == 0:
         return np.zeros(0, np.int64)
-    stacked = np.stack([np.asarray(k, np.int64) for k in keys], axis=1)
-    _uniq, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1).astype(np.int64)
-    if not appearance:
-        return inverse
-    rank = np.empty(len(first), np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
-    return rank[inverse]
+    columns = [np.asarray(k, np.int64) for k in keys]
+    order = np.lexsort(columns[::-1])  # stable: within a group, rows keep their order (np.unique(axis=0): 10x slower)
+    fresh = np.zeros(n, bool)
+    fresh[0] = True
+    for column in columns:
+        ranked = column[order]
+        fresh[1:] |= ranked[1:] != ranked[:-1]
+    sorted_codes = np.cumsum(fresh) - 1
+    if appearance:  # a group's first row in sorted order is its first row: number the groups by it
+        first = order[fresh]
+        rank = np.empty(len(first), np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        sorted_codes = rank[sorted_codes]
+    codes = np.empty(n, np.int64)
+    codes[order] = sorted_codes
+    return codes
 
 
 def runs_of(codes: np.ndarray) -> np.ndarray:
