@@ -277,7 +277,7 @@ def agreement(ours_: list, theirs: list, step: list) -> dict:
             if theirs else None,
             "both_cover_us": both, "agreement_pct": 100.0 * same / both if both else None,
             "disagree_pct_of_step": 100.0 * (both - same) / length,
-            "disagreement_us": {k: round(v, 1) for k, v in sorted(diff.items(), key=lambda kv: -kv[1])}}
+            "disagreement_us": {k: round(float(v), 1) for k, v in sorted(diff.items(), key=lambda kv: -kv[1])}}
 
 
 def compare(trace: Path, hta_python: str) -> dict:
