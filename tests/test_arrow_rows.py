@@ -41,7 +41,8 @@ def test_rows_give_the_table_pyarrow_gives():
 
 
 @pytest.mark.parametrize("column, value", [("id", True), ("id", "12"), ("id", 2 ** 63),
-                                           ("name", 12), ("occupancy", "0.5"), ("occupancy", True),
+                                           ("name", 12), ("name", "lone \ud800 surrogate"), ("occupancy", "0.5"),
+                                           ("occupancy", True),
                                            ("ranks", [True]), ("ranks", 3), ("ranks", ["0"])])
 def test_a_value_pyarrow_refuses_is_refused_naming_its_column(column, value):
     row = dict(zip(COLUMNS, (1, "a", Decimal("0.5"), [0])))
