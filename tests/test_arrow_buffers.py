@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from nsight_advisor.ingest.arrow_buffers import bool_array, false_for_null, int_array, ints, scalar, string_array
+from nsight_advisor.ingest.arrow_buffers import (bool_array, false_for_null, float_array, int_array, int_list_array, ints,
+                                                 scalar, string_array)
 from pandas_watch import pandas_after_ingest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,6 +34,16 @@ def test_bool_and_string_arrays_equal_pyarrows():
     words = ["a", None, "", "drei <&>", "ünïcode", None]
     assert string_array(words).equals(pa.array(words, type=pa.string()))
     assert string_array([]).equals(pa.array([], type=pa.string()))
+
+
+def test_float_and_list_arrays_equal_pyarrows():
+    values = np.array([0.5, 2.0, -1.25, 0.0])
+    valid = np.array([True, False, True, True])
+    assert float_array(values, valid).equals(pa.array(values, type=pa.float64(), mask=~valid))
+    lists = [[1, 2], None, [], [3]]
+    items = int_array(np.array([1, 2, 3]), pa.int64())
+    got = int_list_array(np.array([2, 0, 0, 1]), items, np.array([True, False, True, True]))
+    assert got.equals(pa.array(lists, type=pa.list_(pa.int64())))
 
 
 def test_scalars_and_null_masks_compare_as_python_values_do():

@@ -135,11 +135,7 @@ def group_codes(*keys: np.ndarray, appearance: bool = False) -> np.ndarray:
         return np.zeros(0, np.int64)
     columns = [np.asarray(k, np.int64) for k in keys]
     order = np.lexsort(columns[::-1])  # stable: within a group, rows keep their order (np.unique(axis=0): 10x slower)
-    fresh = np.zeros(n, bool)
-    fresh[0] = True
-    for column in columns:
-        ranked = column[order]
-        fresh[1:] |= ranked[1:] != ranked[:-1]
+    fresh = runs_of(*(column[order] for column in columns))
     sorted_codes = np.cumsum(fresh) - 1
     if appearance:  # a group's first row in sorted order is its first row: number the groups by it
         first = order[fresh]
@@ -151,9 +147,16 @@ def group_codes(*keys: np.ndarray, appearance: bool = False) -> np.ndarray:
     return codes
 
 
-def runs_of(codes: np.ndarray) -> np.ndarray:
-    """Whether each row of ``codes`` (sorted, so that equal codes are adjacent) starts a new run of equal codes."""
-    return np.r_[True, codes[1:] != codes[:-1]] if len(codes) else np.zeros(0, bool)
+def runs_of(*keys: np.ndarray) -> np.ndarray:
+    """Whether each row starts a new run of equal key tuples, ``keys`` (columns of one length) sorted so that
+    equal tuples are adjacent."""
+    n = len(keys[0]) if keys else 0
+    fresh = np.zeros(n, bool)
+    if n:
+        fresh[0] = True
+        for column in keys:
+            fresh[1:] |= column[1:] != column[:-1]
+    return fresh
 
 
 __all__ = ["OpTable", "NULLABLE", "MISSING_LAST", "group_codes", "runs_of"]

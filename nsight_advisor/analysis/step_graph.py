@@ -221,7 +221,7 @@ def _host_edges(g: StepGraph) -> None:
     order = np.lexsort((-ops["end_ns"][host], ops["start_ns"][host], tid, pid, cid))
     idx = host[order]
     start, end = ops["start_ns"][idx], ops["end_ns"][idx]
-    new_thread = runs_of(group_codes(cid[order], pid[order], tid[order]))
+    new_thread = runs_of(cid[order], pid[order], tid[order])
     # the latest end so far on the thread, before this call: a call starting before it is nested
     prev_end_l, prev_top_l = [0] * len(idx), [-1] * len(idx)
     running, top = -(2 ** 62), -1
@@ -321,7 +321,7 @@ def _launch_and_stream_edges(g: StepGraph) -> None:
     stream = [ops[c][gpu] if c == "capture_id" else ops.ints(c, MISSING_LAST)[gpu]
               for c in ("capture_id", "device_id", "stream_id")]
     idx = gpu[order := np.lexsort((ends[gpu], starts[gpu], *stream[::-1]))]
-    same = ~runs_of(group_codes(*(k[order] for k in stream)))
+    same = ~runs_of(*(k[order] for k in stream))
     cur, prev = idx[same], idx[np.r_[same[1:], False]]
     g.pred[cur, 2] = prev
     g.lag[cur, 2] = starts[cur] - ends[prev]

@@ -30,6 +30,21 @@ def int_array(values: np.ndarray, type: pa.DataType, valid: np.ndarray | None = 
     return pa.Array.from_buffers(type, len(data), [_validity(valid), pa.py_buffer(data)])
 
 
+def float_array(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """``values`` as an Arrow float64 array, NULL where ``valid`` is False."""
+    data = np.ascontiguousarray(values, dtype=np.float64)
+    return pa.Array.from_buffers(pa.float64(), len(data), [_validity(valid), pa.py_buffer(data)])
+
+
+def int_list_array(lengths: np.ndarray, items: pa.Array, valid: np.ndarray | None = None) -> pa.Array:
+    """Lists of ``items`` (an int64 array, the lists' items one after another), list i holding ``lengths[i]`` of
+    them; NULL where ``valid`` is False (such a list's length is 0)."""
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.list_(pa.int64()), len(lengths), [_validity(valid), pa.py_buffer(offsets)],
+                                 children=[items])
+
+
 def bool_array(values: np.ndarray) -> pa.Array:
     """A boolean numpy array as an Arrow boolean array (bits, no NULL)."""
     values = np.asarray(values, dtype=bool)
@@ -73,4 +88,4 @@ def _numpy_int(type: pa.DataType) -> np.dtype:
     return np.dtype(f"{'i' if pa.types.is_signed_integer(type) else 'u'}{type.bit_width // 8}")
 
 
-__all__ = ["int_array", "bool_array", "string_array", "scalar", "false_for_null", "ints"]
+__all__ = ["int_array", "float_array", "int_list_array", "bool_array", "string_array", "scalar", "false_for_null", "ints"]

@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from nsight_advisor.ingest.arrow_buffers import int_array, string_array
+from nsight_advisor.ingest.arrow_buffers import float_array, int_array, int_list_array, string_array
 
 
 class ColumnTypeError(ValueError):
@@ -75,9 +75,7 @@ def _fractions(column: Sequence) -> pa.Array:
     if not kinds <= {int, type(None), Decimal}:
         raise TypeError("not a number")
     valid = np.fromiter((v is not None for v in column), bool, len(column)) if type(None) in kinds else None
-    data = np.array([0.0 if v is None else float(v) for v in column], dtype=np.float64)
-    validity = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(pa.float64(), len(data), [validity, pa.py_buffer(data)])
+    return float_array(np.array([0.0 if v is None else float(v) for v in column], dtype=np.float64), valid)
 
 
 def _texts(column: Sequence) -> pa.Array:
@@ -91,13 +89,9 @@ def _int_lists(column: Sequence) -> pa.Array:
     if not set(map(type, column)) <= {list, tuple, type(None)}:
         raise TypeError("not a list")
     lengths = np.fromiter((0 if v is None else len(v) for v in column), np.int64, len(column))
-    offsets = np.zeros(len(column) + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
     data, item_valid = _int_values([x for v in column if v is not None for x in v])
     valid = np.fromiter((v is not None for v in column), bool, len(column))
-    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(pa.list_(pa.int64()), len(column), [validity, pa.py_buffer(offsets)],
-                                 children=[int_array(data, pa.int64(), item_valid)])
+    return int_list_array(lengths, int_array(data, pa.int64(), item_valid), valid)
 
 
 __all__ = ["rows_table", "ColumnTypeError"]
