@@ -38,6 +38,7 @@ from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.kineto.arrow_rows import ColumnTypeError, rows_table
 from nsight_advisor.ingest.kineto.header import CUDA_OPTION, write_header_tables
 from nsight_advisor.ingest.kineto.json_events import iter_events, read_header
+from nsight_advisor.ingest.kineto.parallel_parse import parse_traces
 from nsight_advisor.ingest.kineto.ranges import write_ranges
 from nsight_advisor.ingest.kineto.rows import BATCH_ROWS, COLUMNS, DOMAINS, EventRows, MAX_NAME_CHARS
 from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS as DEPTH_BATCH_ROWS, DepthStream
@@ -84,8 +85,9 @@ def ingest_kineto_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int
     at a time, with each statement after the parse run once for all of them.
 
     A small trace's ingest is mostly fixed cost: about 50 statements of 1 to 2 ms each (the 8 DLRM ranks: 0.47 s
-    of statements one at a time). The traces are parsed one after another in ``items`` order, so the error raised
-    is that of the first trace that cannot be read; their batches are staged together (flushed at
+    of statements one at a time). The traces are parsed in ``items`` order (the later half by a forked child where
+    there are two cores and enough to parse: ingest.kineto.parallel_parse, with the same result), so the error
+    raised is that of the first trace that cannot be read; their batches are staged together (flushed at
     :data:`~nsight_advisor.ingest.kineto.rows.BATCH_ROWS` rows, as one trace's are).
     """
     items = [(int(cid), Path(path)) for cid, path in items]
@@ -98,9 +100,8 @@ def ingest_kineto_many(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int
         with Progress(f"ingest {items[0][1].name}" if len(items) == 1 else f"ingest {len(items)} PyTorch traces",
                       len(items) + len(steps) + 1, enabled=progress) as bar:
             ing.create_stage()
-            for cid, path in items:
-                _read_trace(con, cid, path, ing)
-                bar.step(f"read {path.name}")
+            parse_traces(ing, items, lambda cid, path: _read_trace(con, cid, path, ing),
+                         lambda path: bar.step(f"read {path.name}"))
             ing.after_events()
             bar.step("events")
             for step in steps:
@@ -201,8 +202,15 @@ class _Ingest:
     def write(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
         """Sink of :class:`EventRows`: one batch, with its capture id, held until :data:`BATCH_ROWS` rows of
         ``table`` are (several small traces' batches then go in with one statement)."""
+        self.append(table, self.batch(cid, table, columns, rows))
+
+    def batch(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
+        """One batch of rows as the Arrow table that is staged: the capture's id first, then ``columns``."""
         batch = self._arrow(cid, table, columns, rows)
-        batch = batch.add_column(0, "capture_id", int_array(np.full(batch.num_rows, cid), pa.int64()))
+        return batch.add_column(0, "capture_id", int_array(np.full(batch.num_rows, cid), pa.int64()))
+
+    def append(self, table: str, batch: pa.Table) -> None:
+        """Hold ``batch`` of ``table``; once :data:`BATCH_ROWS` rows of it are held, insert them."""
         self.pending[table].append(batch)
         self.pending_rows[table] += batch.num_rows
         if self.pending_rows[table] >= BATCH_ROWS:
