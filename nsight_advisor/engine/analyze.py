@@ -6,6 +6,7 @@ clean, skipped or errored); a rule that fails never stops the others.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
@@ -114,6 +115,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access
     from nsight_advisor.engine.store_runner import run_rule_on_captures
+    from nsight_advisor.engine.two_connections import run_jobs
     from nsight_advisor.engine.rule_checks import RuleChecks, shared_reads
     from nsight_advisor.analysis.shared_views import materialize_shared
     from nsight_advisor.analysis.summary import build_summary
@@ -131,19 +133,28 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     made = accounting.materialize_read(con, [rule.query for rule in rules])  # host_activity where a rule reads it
     materialize_shared(con, [view for view in shared if view not in made])
     findings, outcomes = [], []
+    checks_of = {id(con): checks}  # a connection's answers are its own (two_connections may add the twin's)
+
+    def run(rule: Rule, connection):
+        if id(connection) not in checks_of:
+            checks_of[id(connection)] = RuleChecks(connection, [c["capture_id"] for c in captures])
+        started = time.monotonic()
+        results = run_rule_on_captures(connection, rule, captures, time_limit_s=time_limit_s,
+                                       checks=checks_of[id(connection)])
+        outcome = combine_outcomes(rule, results, len(captures))
+        outcome.elapsed_s = round(time.monotonic() - started, 4)
+        return outcome, results
+
+    jobs = [functools.partial(run, rule) for rule in rules]
+    jobs.append(lambda connection: build_summary(connection, list(capture_ids)))
+    names = [f"{rule.id} {rule.name}" for rule in rules] + ["summary"]
     # One status line on a terminal, drawn only once the rules have taken over a second.
-    with Progress("rules", len(rules) + 1, enabled=progress) as bar:
-        for rule in rules:
-            started = time.monotonic()
-            results = run_rule_on_captures(con, rule, captures, time_limit_s=time_limit_s, checks=checks)
-            outcome = combine_outcomes(rule, results, len(captures))
-            outcome.elapsed_s = round(time.monotonic() - started, 4)
-            outcomes.append(outcome)
-            for _, res in results:
-                findings.extend(res.findings)
-            bar.step(f"{rule.id} {rule.name}")
-        summary = build_summary(con, list(capture_ids))
-        bar.step("summary")
+    with Progress("rules", len(jobs), enabled=progress) as bar:
+        *ran, summary = run_jobs(con, jobs, lambda i: bar.step(names[i]))
+    for outcome, results in ran:
+        outcomes.append(outcome)
+        for _, res in results:
+            findings.extend(res.findings)
     pacing = {cid: find_pacing(con, cid, iterations.get(cid)) for cid in capture_ids}
     mark_paced(findings, pacing)
     findings, accounts = settle_impacts(con, captures, findings)

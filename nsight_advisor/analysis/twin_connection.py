@@ -1,0 +1,98 @@
+"""A second connection to a store that holds what the analysis made on the first: its temp tables and temp views.
+
+The analysis materializes its views as temp tables (nsight_advisor.analysis.accounting), and a temp table belongs
+to the connection that made it: a plain second connection (``con.cursor()``) sees the store, not the analysis. This
+one gets a copy of each temp table (through Arrow, with its column types declared as they are) and each temp view
+(its own SQL, after the tables), so the same query gives the same rows on either connection. A copy is only worth
+making of a small store's analysis, whose tables are a few thousand rows (nsight_advisor.engine.rule_threads).
+
+The settings an analysis changes are the instance's (threads, optimizers, memory, external access), shared by both
+connections, except ``enable_progress_bar``, which is the connection's and is copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nsight_advisor.common.connections import second_connection
+from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
+
+if TYPE_CHECKING:
+    import duckdb
+
+#: Settings kept per connection that the analysis sets.
+LOCAL_SETTINGS = ("enable_progress_bar",)
+
+
+def twin_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A new connection to ``con``'s store with a copy of ``con``'s temp tables and views; the caller closes it."""
+    twin = second_connection(con)
+    try:
+        fill_twin(twin, temp_state(con))
+    except BaseException:
+        twin.close()
+        raise
+    return twin
+
+
+@dataclass
+class TempState:
+    """What :func:`fill_twin` copies, read from the first connection: its local settings, each temp table's name,
+    columns and rows, and the temp views' SQL."""
+
+    settings: list[tuple[str, Any]]
+    tables: list[tuple[str, list[tuple[str, str]], Any]]
+    views: list[str]
+
+
+def temp_state(con: duckdb.DuckDBPyConnection) -> TempState:
+    """Read ``con``'s temp tables and views (a few ms a table for a small store's)."""
+    settings = [(name, con.execute(f"select current_setting('{name}')").fetchone()[0]) for name in LOCAL_SETTINGS]
+    tables = []
+    for table in _temp_tables(con):
+        name = _ident(table)
+        # the table's own columns (duckdb_columns() would bind every view of the store to list theirs: 0.3 s)
+        columns = [(r[0], r[1]) for r in con.execute(f"describe temp.main.{name}").fetchall()]
+        tables.append((table, columns, con.execute(f"select * from temp.main.{name}").to_arrow_table()))
+    return TempState(settings, tables, _temp_views(con))
+
+
+def fill_twin(twin: duckdb.DuckDBPyConnection, state: TempState) -> None:
+    """Make ``state``'s temp tables and views on ``twin`` (which may be done on another thread than the one that
+    read ``state``: it uses ``twin`` alone)."""
+    for name, value in state.settings:
+        twin.execute(f"set {name} = {_literal(value)}")
+    for table, columns, data in state.tables:
+        name = _ident(table)
+        twin.execute(f"create or replace temp table {name} (" + ", ".join(f"{_ident(c)} {t}" for c, t in columns)
+                     + ")")
+        if data.num_rows:
+            stream_view(twin, "_na_twin_rows", data)
+            try:
+                twin.execute(f"insert into {name} select * from _na_twin_rows")
+            finally:
+                drop_view(twin, "_na_twin_rows")
+    for sql in state.views:
+        twin.execute(sql)
+
+
+def _temp_tables(con) -> list[str]:
+    return [r[0] for r in con.execute("select table_name from duckdb_tables() "
+                                      "where temporary and not internal order by table_oid").fetchall()]
+
+
+def _temp_views(con) -> list[str]:
+    """The temp views' own SQL, in the order they were made (a view may read one made before it)."""
+    return [r[0] for r in con.execute("select sql from duckdb_views() "
+                                      "where temporary and not internal order by view_oid").fetchall()]
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "'" + str(value).replace("'", "''") + "'"

@@ -1,0 +1,110 @@
+"""The rules (and the summary) of a small store's analysis run on two connections at once, one per core.
+
+A store whose tables all fit one DuckDB row group runs its queries on one thread (nsight_advisor.store.opening:
+a scan that cannot be split gains nothing from more), and a rule's query there is mostly planning: 0.3 of the
+0.4 s that the 8 DLRM ranks' 18 rule queries take. DuckDB plans and runs on the calling thread without Python's
+lock, so two Python threads, each with its own connection, run two rules at a time. The second connection is the
+first's twin (nsight_advisor.analysis.twin_connection): the analysis's temp tables and views copied to it once, by
+the second thread while the first runs the first rule.
+
+Each thread takes the next job (a rule, the summary) not yet taken, and the results are put back in the jobs'
+order, so the outcomes, findings and their order are those of one connection running the jobs in turn. A job must
+leave nothing behind on its connection that a later stage reads (a temp table it makes, it drops). A larger store
+keeps one connection: its queries already use every core.
+
+Python code does not gain from a second thread (measured: a thread of DuckDB queries beside a thread of Python
+takes the sum of their times, as each query's return waits for the interpreter's lock), so only stages that are
+DuckDB queries are run this way.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+#: Fewer jobs than this are run on one connection: the twin costs about as much as a rule.
+MIN_JOBS = 4
+
+
+def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]],
+             done: Callable[[int], None]) -> list[Any]:
+    """``job(connection)`` for each of ``jobs``, in their order or two at a time (module docstring), ``connection``
+    being ``con`` or its twin; ``done(index)`` as each finishes. Returns their results in the jobs' order."""
+    if len(jobs) < MIN_JOBS or not _one_thread_store(con) or _cores() < 2:
+        out = []
+        for i, job in enumerate(jobs):
+            out.append(job(con))
+            done(i)
+        return out
+    from nsight_advisor.analysis.twin_connection import fill_twin, temp_state
+    from nsight_advisor.common.connections import second_connection
+
+    state = temp_state(con)  # read here: ``con`` is this thread's
+    twin = second_connection(con)
+    results: list[Any] = [None] * len(jobs)
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    queue = iter(range(len(jobs)))
+
+    def take() -> int | None:
+        with lock:
+            if errors:
+                return None
+            return next(queue, None)
+
+    def work(connection) -> None:
+        try:
+            while (i := take()) is not None:
+                results[i] = jobs[i](connection)
+                with lock:
+                    done(i)
+        except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
+            with lock:
+                errors.append(exc)
+
+    def helper_work() -> None:
+        try:
+            fill_twin(twin, state)  # while the other thread runs the first job
+        except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
+            with lock:
+                errors.append(exc)
+            return
+        work(twin)
+
+    helper = threading.Thread(target=helper_work, name="nsight-advisor-rules", daemon=True)
+    helper.start()
+    stop = True
+    try:
+        work(con)  # records its error (Ctrl-C and SIGTERM land in this thread) and stops taking rules
+        stop = bool(errors)
+    finally:
+        if stop:
+            twin.interrupt()  # the twin's query in flight stops too, rather than run to its end
+        try:
+            helper.join()
+        finally:
+            twin.close()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _one_thread_store(con) -> bool:
+    """Whether the store runs its queries on one DuckDB thread (a small store: store.opening.fit_small_store)."""
+    try:
+        return int(con.execute("select current_setting('threads')").fetchone()[0]) == 1
+    except Exception:  # noqa: BLE001 - a setting it cannot read: keep one connection
+        return False
+
+
+def _cores() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

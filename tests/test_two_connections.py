@@ -1,0 +1,134 @@
+"""The rules of a small store's analysis on two connections (engine/two_connections.py, with the twin of
+analysis/twin_connection.py) give the analysis of one connection."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from conftest import TRACES
+from nsight_advisor import workflow
+from nsight_advisor.analysis import accounting
+from nsight_advisor.analysis.twin_connection import twin_connection
+from nsight_advisor.engine import two_connections
+from nsight_advisor.store.database import connect
+from nsight_advisor.store.opening import StoreHandle, fit_small_store
+
+DLRM = TRACES / "kineto" / "dlrm_8rank"
+
+
+@pytest.fixture
+def ranks():
+    found = sorted(DLRM.glob("*.json.gz"))
+    if len(found) != 8:
+        pytest.skip(f"the DLRM ranks are not at {DLRM}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NSIGHT_ADVISOR_CACHE", str(tmp_path / "cache"))
+
+
+def _plain(result) -> dict:
+    """The result without the times it took."""
+    out = result.to_dict()
+    for outcome in out["outcomes"]:
+        outcome.pop("elapsed_s", None)
+    return out
+
+
+def test_the_dlrm_job_on_two_connections_is_the_job_on_one(ranks, monkeypatch):
+    import nsight_advisor.analysis.twin_connection as twin_module
+
+    threads, fill = [], twin_module.fill_twin
+    monkeypatch.setattr(twin_module, "fill_twin",
+                        lambda *a: (threads.append(threading.current_thread().name), fill(*a))[1])
+    two = _plain(workflow.analyze(ranks, use_cache=False))
+    assert threads == ["nsight-advisor-rules"]  # the twin was made, on the second thread
+    monkeypatch.setattr(two_connections, "MIN_JOBS", 10 ** 6)
+    one = _plain(workflow.analyze(ranks, use_cache=False))
+    assert threads == ["nsight-advisor-rules"]  # and not this time
+    assert two == one
+    assert len(two["findings"]) > 50 and two["summary"]["captures"]
+
+
+def test_the_twin_holds_the_analysis_temp_tables_and_views(ranks):
+    con, ids = StoreHandle(ranks).open()
+    try:
+        fit_small_store(con)
+        accounting.prepare(con, ids)
+        accounting.materialize_read(con, ["host_activity"])
+        twin = twin_connection(con)
+        try:
+            temp = con.execute("select table_name from duckdb_tables() where temporary and not internal").fetchall()
+            views = con.execute("select view_name from duckdb_views() where temporary and not internal").fetchall()
+            names = [r[0] for r in temp + views]
+            assert {"host_activity", "gpu_idle_gaps", "kernels", "cuda_api_calls"} <= set(names)
+            for name in names:
+                sql = f'select * from temp.main."{name}" order by all'
+                mine, its = con.execute(sql), twin.execute(sql)
+                assert [d[:2] for d in mine.description] == [d[:2] for d in its.description], name
+                assert mine.fetchall() == its.fetchall(), name
+            # a store view that reads a materialized one reads the copy on the twin, as on the first connection
+            sql = "select count(*), sum(duration_ns) from gpu_time_partition"
+            assert con.execute(sql).fetchall() == twin.execute(sql).fetchall()
+        finally:
+            twin.close()
+    finally:
+        con.close()
+
+
+def _store_with_threads(tmp_path, threads: int):
+    con = connect(tmp_path / f"t{threads}.duckdb")
+    con.execute(f"set threads = {threads}")
+    con.execute("create temp table t as select range as x from range(10)")
+    return con
+
+
+def test_jobs_come_back_in_their_order_with_each_done_once(tmp_path):
+    con = _store_with_threads(tmp_path, 1)
+    try:
+        seen, where = [], set()
+
+        def job(i):
+            def run(connection):
+                where.add(id(connection))
+                return i, connection.execute(f"select sum(x) + {i} from t").fetchone()[0]
+            return run
+
+        out = two_connections.run_jobs(con, [job(i) for i in range(12)], seen.append)
+        assert out == [(i, 45 + i) for i in range(12)]
+        assert sorted(seen) == list(range(12))
+        assert len(where) == 2  # the twin took some: it sees the temp table too
+    finally:
+        con.close()
+
+
+def test_a_store_on_more_threads_keeps_one_connection(tmp_path):
+    con = _store_with_threads(tmp_path, 2)
+    try:
+        where = []
+        out = two_connections.run_jobs(con, [lambda c, i=i: where.append(c) or i for i in range(6)], lambda i: None)
+        assert out == list(range(6)) and all(c is con for c in where)
+    finally:
+        con.close()
+
+
+def test_a_job_that_raises_stops_both_and_is_raised(tmp_path):
+    con = _store_with_threads(tmp_path, 1)
+    try:
+        def job(i):
+            def run(connection):
+                if i == 3:
+                    raise ValueError("job 3 broke")
+                return connection.execute("select count(*) from t").fetchone()[0]
+            return run
+
+        with pytest.raises(ValueError, match="job 3 broke"):
+            two_connections.run_jobs(con, [job(i) for i in range(20)], lambda i: None)
+        assert [t.name for t in threading.enumerate() if t.name == "nsight-advisor-rules"] == []
+        assert con.execute("select count(*) from t").fetchone()[0] == 10  # the first connection is left usable
+    finally:
+        con.close()
