@@ -29,6 +29,15 @@ def ranks() -> list[Path]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def alone(monkeypatch):
+    """This process taken as running no other Python thread (an earlier test's may linger in the suite's process),
+    but for the test of that check, which asks the real one."""
+    real = parallel_parse._other_threads
+    monkeypatch.setattr(parallel_parse, "_other_threads", lambda: False)
+    return real
+
+
 @pytest.fixture
 def delivered(monkeypatch) -> list[bool]:
     """For each forked child, whether it handed its traces back (False: this process parsed them itself)."""
@@ -113,6 +122,39 @@ def test_a_child_that_fails_leaves_the_parse_to_this_process(ranks, monkeypatch,
     monkeypatch.setattr(parallel_parse, "_parse", fails)  # runs in the child: it exits 1, sends nothing
     assert _store(items, monkeypatch, fork=True) == one
     assert delivered == [False]
+
+
+def test_a_child_that_hangs_is_ended_and_its_traces_parsed_here(ranks, monkeypatch, delivered):
+    items = list(enumerate(ranks[:4], start=1))
+    one = _store(items, monkeypatch, fork=False)
+
+    def hangs(*_args):
+        import time
+
+        time.sleep(3600)
+
+    monkeypatch.setattr(parallel_parse, "_parse", hangs)
+    monkeypatch.setattr(parallel_parse, "WAIT_FACTOR", 0)
+    monkeypatch.setattr(parallel_parse, "WAIT_MIN_S", 0.5)
+    assert _store(items, monkeypatch, fork=True) == one
+    assert delivered == [False]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # the child was ended and reaped
+
+
+def test_no_fork_beside_another_python_thread(ranks, alone, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(parallel_parse, "_other_threads", alone)
+    items = list(enumerate(ranks, start=1))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert parallel_parse.fork_split(items) is None
+    finally:
+        stop.set()
+        other.join()
 
 
 def test_fork_split(tmp_path, monkeypatch):

@@ -42,14 +42,15 @@ def _plain(result) -> dict:
 def test_the_dlrm_job_on_two_connections_is_the_job_on_one(ranks, monkeypatch):
     import nsight_advisor.analysis.twin_connection as twin_module
 
-    threads, fill = [], twin_module.fill_twin
-    monkeypatch.setattr(twin_module, "fill_twin",
+    threads, fill = [], twin_module.write_temp
+    monkeypatch.setattr(twin_module, "write_temp",
                         lambda *a: (threads.append(threading.current_thread().name), fill(*a))[1])
     two = _plain(workflow.analyze(ranks, use_cache=False))
-    assert threads == ["nsight-advisor-rules"]  # the twin was made, on the second thread
+    # the twin filled on the second thread, then host_activity, made there, copied to this thread's connection
+    assert threads == ["nsight-advisor-rules", threading.current_thread().name]
     monkeypatch.setattr(two_connections, "MIN_JOBS", 10 ** 6)
     one = _plain(workflow.analyze(ranks, use_cache=False))
-    assert threads == ["nsight-advisor-rules"]  # and not this time
+    assert len(threads) == 2  # no twin this time
     assert two == one
     assert len(two["findings"]) > 50 and two["summary"]["captures"]
 
@@ -130,5 +131,50 @@ def test_a_job_that_raises_stops_both_and_is_raised(tmp_path):
             two_connections.run_jobs(con, [job(i) for i in range(20)], lambda i: None)
         assert [t.name for t in threading.enumerate() if t.name == "nsight-advisor-rules"] == []
         assert con.execute("select count(*) from t").fetchone()[0] == 10  # the first connection is left usable
+    finally:
+        con.close()
+
+
+def _lead_jobs(made_on: list, fail: bool = False):
+    def make(connection):
+        made_on.append(threading.current_thread().name)
+        if fail:
+            raise ValueError("the lead broke")
+        connection.execute("create or replace temp table lead as select 7 as v")
+        return ["lead"]
+
+    def job(i):
+        table = "lead" if i in (7, 8) else "t"
+        return lambda connection: connection.execute(f"select count(*) from {table}").fetchone()[0]
+
+    return [job(i) for i in range(10)], two_connections.Lead(make=make, needs=frozenset({7, 8}))
+
+
+def test_a_lead_is_made_on_the_twin_and_copied_before_the_jobs_that_need_it(tmp_path):
+    con = _store_with_threads(tmp_path, 1)
+    try:
+        made_on = []
+        jobs, lead = _lead_jobs(made_on)
+        assert two_connections.run_jobs(con, jobs, lambda i: None, lead=lead) == [10] * 7 + [1, 1] + [10]
+        assert made_on == ["nsight-advisor-rules"]  # made by the second thread, on the twin
+        assert con.execute("select v from lead").fetchall() == [(7,)]  # and copied here
+    finally:
+        con.close()
+    con = _store_with_threads(tmp_path, 2)
+    try:
+        made_on = []
+        jobs, lead = _lead_jobs(made_on)
+        assert two_connections.run_jobs(con, jobs, lambda i: None, lead=lead) == [10] * 7 + [1, 1] + [10]
+        assert made_on == [threading.current_thread().name]  # one connection: made here, first
+    finally:
+        con.close()
+
+
+def test_a_lead_that_fails_is_the_error_raised(tmp_path):
+    con = _store_with_threads(tmp_path, 1)
+    try:
+        jobs, lead = _lead_jobs([], fail=True)
+        with pytest.raises(ValueError, match="the lead broke"):
+            two_connections.run_jobs(con, jobs, lambda i: None, lead=lead)
     finally:
         con.close()

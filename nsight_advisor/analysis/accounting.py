@@ -141,10 +141,15 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
 def materialize_read(con: duckdb.DuckDBPyConnection, queries: Sequence[str]) -> list[str]:
     """Materialize each of :data:`ON_DEMAND_VIEWS` that one of ``queries`` names (after :func:`prepare`); returns
     the views materialized."""
-    read = [v for v in ON_DEMAND_VIEWS if any(re.search(rf"\b{v}\b", q, flags=re.IGNORECASE) for q in queries)]
+    read = views_read(queries)
     for view in read:
         con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}")
     return read
+
+
+def views_read(queries: Sequence[str]) -> list[str]:
+    """Those of :data:`ON_DEMAND_VIEWS` that one of ``queries`` names: what :func:`materialize_read` makes."""
+    return [v for v in ON_DEMAND_VIEWS if any(re.search(rf"\b{v}\b", q, flags=re.IGNORECASE) for q in queries)]
 
 
 def _few_kernels(con) -> bool:

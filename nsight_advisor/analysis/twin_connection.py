@@ -13,7 +13,7 @@ connections, except ``enable_progress_bar``, which is the connection's and is co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from nsight_advisor.common.connections import second_connection
 from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
@@ -29,7 +29,7 @@ def twin_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection
     """A new connection to ``con``'s store with a copy of ``con``'s temp tables and views; the caller closes it."""
     twin = second_connection(con)
     try:
-        fill_twin(twin, temp_state(con))
+        write_temp(twin, read_temp(con))
     except BaseException:
         twin.close()
         raise
@@ -38,43 +38,46 @@ def twin_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection
 
 @dataclass
 class TempState:
-    """What :func:`fill_twin` copies, read from the first connection: its local settings, each temp table's name,
-    columns and rows, and the temp views' SQL."""
+    """What :func:`write_temp` makes on a connection, read from another by :func:`read_temp`: local settings, each
+    temp table's name, columns and rows, and temp views' SQL."""
 
     settings: list[tuple[str, Any]]
     tables: list[tuple[str, list[tuple[str, str]], Any]]
     views: list[str]
 
 
-def temp_state(con: duckdb.DuckDBPyConnection) -> TempState:
-    """Read ``con``'s temp tables and views (a few ms a table for a small store's)."""
-    settings = [(name, con.execute(f"select current_setting('{name}')").fetchone()[0]) for name in LOCAL_SETTINGS]
-    tables = []
-    for table in _temp_tables(con):
+def read_temp(con: duckdb.DuckDBPyConnection, tables: Sequence[str] | None = None) -> TempState:
+    """``con``'s temp tables and views and its local settings (a few ms a table for a small store's); with
+    ``tables``, only those tables (no view, no setting)."""
+    whole = tables is None
+    settings = [(name, con.execute(f"select current_setting('{name}')").fetchone()[0])
+                for name in LOCAL_SETTINGS] if whole else []
+    copied = []
+    for table in (_temp_tables(con) if whole else tables):
         name = _ident(table)
         # the table's own columns (duckdb_columns() would bind every view of the store to list theirs: 0.3 s)
         columns = [(r[0], r[1]) for r in con.execute(f"describe temp.main.{name}").fetchall()]
-        tables.append((table, columns, con.execute(f"select * from temp.main.{name}").to_arrow_table()))
-    return TempState(settings, tables, _temp_views(con))
+        copied.append((table, columns, con.execute(f"select * from temp.main.{name}").to_arrow_table()))
+    return TempState(settings, copied, _temp_views(con) if whole else [])
 
 
-def fill_twin(twin: duckdb.DuckDBPyConnection, state: TempState) -> None:
-    """Make ``state``'s temp tables and views on ``twin`` (which may be done on another thread than the one that
-    read ``state``: it uses ``twin`` alone)."""
+def write_temp(con: duckdb.DuckDBPyConnection, state: TempState) -> None:
+    """Make ``state``'s temp tables and views on ``con`` (which may be done on another thread than the one that
+    read ``state``: it uses ``con`` alone)."""
     for name, value in state.settings:
-        twin.execute(f"set {name} = {_literal(value)}")
+        con.execute(f"set {name} = {_literal(value)}")
     for table, columns, data in state.tables:
         name = _ident(table)
-        twin.execute(f"create or replace temp table {name} (" + ", ".join(f"{_ident(c)} {t}" for c, t in columns)
-                     + ")")
+        con.execute(f"create or replace temp table {name} (" + ", ".join(f"{_ident(c)} {t}" for c, t in columns)
+                    + ")")
         if data.num_rows:
-            stream_view(twin, "_na_twin_rows", data)
+            stream_view(con, "_na_twin_rows", data)
             try:
-                twin.execute(f"insert into {name} select * from _na_twin_rows")
+                con.execute(f"insert into {name} select * from _na_twin_rows")
             finally:
-                drop_view(twin, "_na_twin_rows")
+                drop_view(con, "_na_twin_rows")
     for sql in state.views:
-        twin.execute(sql)
+        con.execute(sql)
 
 
 def _temp_tables(con) -> list[str]:

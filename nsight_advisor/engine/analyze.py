@@ -115,7 +115,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     from nsight_advisor.engine.source_frames import attach_source_frames
     from nsight_advisor.engine.runner import DEFAULT_TIME_LIMIT_S, disable_external_access
     from nsight_advisor.engine.store_runner import run_rule_on_captures
-    from nsight_advisor.engine.two_connections import run_jobs
+    from nsight_advisor.engine.two_connections import Lead, run_jobs
     from nsight_advisor.engine.rule_checks import RuleChecks, shared_reads
     from nsight_advisor.analysis.shared_views import materialize_shared
     from nsight_advisor.analysis.summary import build_summary
@@ -130,7 +130,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     iterations = accounting.prepare(con, capture_ids, window)
     checks = RuleChecks(con, [c["capture_id"] for c in captures])  # after prepare: its temp views count
     shared = shared_reads(rules, checks, len(captures))  # from the views' definitions, before any is materialized
-    made = accounting.materialize_read(con, [rule.query for rule in rules])  # host_activity where a rule reads it
+    queries = [rule.query for rule in rules]
+    made = accounting.views_read(queries)  # host_activity where a rule reads it: made with the rules, below
     materialize_shared(con, [view for view in shared if view not in made])
     findings, outcomes = [], []
     checks_of = {id(con): checks}  # a connection's answers are its own (two_connections may add the twin's)
@@ -148,9 +149,13 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     jobs = [functools.partial(run, rule) for rule in rules]
     jobs.append(lambda connection: build_summary(connection, list(capture_ids)))
     names = [f"{rule.id} {rule.name}" for rule in rules] + ["summary"]
+    # host_activity (0.15 s of the DLRM job's analysis) is made while the first rules run, on two connections
+    lead = Lead(make=lambda connection: accounting.materialize_read(connection, queries),
+                needs=frozenset([len(rules), *(i for i, rule in enumerate(rules)
+                                               if any(checks.reads_table(rule.query, v) for v in made))]))
     # One status line on a terminal, drawn only once the rules have taken over a second.
     with Progress("rules", len(jobs), enabled=progress) as bar:
-        *ran, summary = run_jobs(con, jobs, lambda i: bar.step(names[i]))
+        *ran, summary = run_jobs(con, jobs, lambda i: bar.step(names[i]), lead=lead if made else None)
     for outcome, results in ran:
         outcomes.append(outcome)
         for _, res in results:

@@ -20,6 +20,7 @@ DuckDB queries are run this way.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:
@@ -30,25 +31,45 @@ if TYPE_CHECKING:
 MIN_JOBS = 4
 
 
-def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]],
-             done: Callable[[int], None]) -> list[Any]:
+@dataclass(frozen=True)
+class Lead:
+    """Work some jobs need done first on their connection: ``make(connection)`` makes temp tables (a view the jobs
+    read, materialized) and returns their names; ``needs``: the indices of the jobs that read them."""
+
+    make: Callable[[Any], Sequence[str]]
+    needs: frozenset[int]
+
+
+def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]], done: Callable[[int], None],
+             lead: Lead | None = None) -> list[Any]:
     """``job(connection)`` for each of ``jobs``, in their order or two at a time (module docstring), ``connection``
-    being ``con`` or its twin; ``done(index)`` as each finishes. Returns their results in the jobs' order."""
+    being ``con`` or its twin; ``done(index)`` as each finishes. Returns their results in the jobs' order.
+
+    ``lead``: done first on one connection. With the twin, the second thread makes its tables there (the twin is
+    read before it) while this thread runs the jobs that do not need them, and this thread copies them before its
+    first job that does; ``con`` has them afterwards either way."""
     if len(jobs) < MIN_JOBS or not _one_thread_store(con) or _cores() < 2:
+        if lead is not None:
+            lead.make(con)
         out = []
         for i, job in enumerate(jobs):
             out.append(job(con))
             done(i)
         return out
-    from nsight_advisor.analysis.twin_connection import fill_twin, temp_state
+    from nsight_advisor.analysis.twin_connection import read_temp, write_temp
     from nsight_advisor.common.connections import second_connection
 
-    state = temp_state(con)  # read here: ``con`` is this thread's
+    state = read_temp(con)  # read here: ``con`` is this thread's
     twin = second_connection(con)
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException] = []
     lock = threading.Lock()
-    queue = iter(range(len(jobs)))
+    needs = lead.needs if lead is not None else frozenset()
+    # the jobs that need the lead last, so that neither thread waits for it while others remain
+    queue = iter(sorted(range(len(jobs)), key=lambda i: i in needs))
+    made: list[Any] = []  # the lead's tables as made on the twin, once they are
+    ready = threading.Event()  # set when ``made`` holds it, or the second thread failed first
+    adopted = lead is None
 
     def take() -> int | None:
         with lock:
@@ -56,9 +77,13 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
                 return None
             return next(queue, None)
 
-    def work(connection) -> None:
+    def work(connection, here: bool) -> None:
+        nonlocal adopted
         try:
             while (i := take()) is not None:
+                if here and i in needs and not adopted:
+                    adopt()
+                    adopted = True
                 results[i] = jobs[i](connection)
                 with lock:
                     done(i)
@@ -66,20 +91,35 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
             with lock:
                 errors.append(exc)
 
+    def adopt() -> None:
+        ready.wait()
+        if not made:
+            raise RuntimeError("the second connection failed before its lead was made")  # errors holds why
+        write_temp(con, made[0])
+
     def helper_work() -> None:
         try:
-            fill_twin(twin, state)  # while the other thread runs the first job
+            write_temp(twin, state)  # while the other thread runs the first job
+            if lead is not None:
+                made.append(read_temp(twin, lead.make(twin)))
         except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
             with lock:
                 errors.append(exc)
             return
-        work(twin)
+        finally:
+            ready.set()
+        work(twin, False)
 
     helper = threading.Thread(target=helper_work, name="nsight-advisor-rules", daemon=True)
     helper.start()
     stop = True
     try:
-        work(con)  # records its error (Ctrl-C and SIGTERM land in this thread) and stops taking rules
+        work(con, True)  # records its error (Ctrl-C and SIGTERM land in this thread) and stops taking jobs
+        if not errors and not adopted:
+            try:
+                adopt()  # no job of this thread needed it; later stages read ``con``
+            except BaseException as exc:  # noqa: BLE001 - raised below, after the second thread's error if any
+                errors.append(exc)
         stop = bool(errors)
     finally:
         if stop:

@@ -20,7 +20,10 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import signal
+import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -31,6 +34,10 @@ from typing import Any, Callable, Sequence
 MIN_FORK_BYTES = 1 << 20
 #: A gzipped trace's JSON is about this many times its size on disk (as store/parallel_ingest.py counts it).
 GZIP_WEIGHT = 8
+#: Once this process has parsed its share in T seconds, the child's is waited for WAIT_FACTOR * T + WAIT_MIN_S
+#: seconds at most: the shares are about equal, so a child that takes far longer is stuck (it is ended, and its
+#: traces parsed here).
+WAIT_FACTOR, WAIT_MIN_S = 10, 30.0
 
 
 def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callable[[int, Path], None],
@@ -48,6 +55,7 @@ def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callabl
         return 0
     first, later = items[:split], items[split:]
     child, reader = _fork(ing, later, parse_one)
+    started = time.monotonic()
     try:
         for cid, path in first:
             parse_one(cid, path)
@@ -55,7 +63,8 @@ def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callabl
     except BaseException:
         _stop(child, reader)
         raise
-    payload = _collect(child, reader)
+    # the child's share is about this process's: one that takes many times longer is stuck, and is parsed here
+    payload = _collect(child, reader, WAIT_FACTOR * (time.monotonic() - started) + WAIT_MIN_S)
     if payload is not None:
         _replay(ing, payload)
         for _, path in later:
@@ -72,6 +81,8 @@ def fork_split(items: Sequence[tuple[int, Path]]) -> int | None:
     bytes each; None when they are parsed here: fewer than two, too small in all, one core, or no ``fork``."""
     if len(items) < 2 or not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
         return None
+    if _other_threads():
+        return None
     if len(os.sched_getaffinity(0)) < 2:
         return None
     sizes = [_weight(path) for _, path in items]
@@ -84,6 +95,12 @@ def fork_split(items: Sequence[tuple[int, Path]]) -> int | None:
         if seen * 2 >= total:
             return index + 1
     return len(items) - 1
+
+
+def _other_threads() -> bool:
+    """Whether another Python thread runs (the sqlite scanner's, store/ingest_instance.py): it may hold a lock, an
+    import's, that a forked child would wait for forever."""
+    return threading.active_count() > 1
 
 
 def _weight(path: Path) -> int:
@@ -133,13 +150,26 @@ def _rows_state(rows) -> dict:
     return {k: v for k, v in vars(rows).items() if k not in ("sink", "_handlers")}
 
 
-def _collect(pid: int, reader: int) -> dict | None:
-    """The child's payload once it has exited; None when it failed."""
+def _collect(pid: int, reader: int, wait_s: float) -> dict | None:
+    """The child's payload once it has exited; None when it failed, or sent nothing within ``wait_s`` seconds (it
+    is then ended)."""
+    chunks, deadline = [], time.monotonic() + wait_s
     try:
-        with os.fdopen(reader, "rb") as stream:
-            data = stream.read()
-    finally:
-        _, status = os.waitpid(pid, 0)
+        while True:
+            ready, _, _ = select.select([reader], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:  # stuck: end it, parse here
+                _stop(pid, reader)
+                return None
+            chunk = os.read(reader, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except BaseException:
+        _stop(pid, reader)
+        raise
+    os.close(reader)
+    _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks)
     if os.waitstatus_to_exitcode(status) != 0 or not data:
         return None
     try:
@@ -149,7 +179,7 @@ def _collect(pid: int, reader: int) -> dict | None:
 
 
 def _stop(pid: int, reader: int) -> None:
-    """End the child (this process failed first) and close its pipe."""
+    """End the child (this process failed first, or the child is stuck) and close its pipe."""
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
