@@ -4,6 +4,7 @@ analysis/twin_connection.py) give the analysis of one connection."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -96,6 +97,7 @@ def test_jobs_come_back_in_their_order_with_each_done_once(tmp_path):
         def job(i):
             def run(connection):
                 where.add(id(connection))
+                time.sleep(0.02)  # long enough for the second thread to take some
                 return i, connection.execute(f"select sum(x) + {i} from t").fetchone()[0]
             return run
 
@@ -113,6 +115,22 @@ def test_a_store_on_more_threads_keeps_one_connection(tmp_path):
         where = []
         out = two_connections.run_jobs(con, [lambda c, i=i: where.append(c) or i for i in range(6)], lambda i: None)
         assert out == list(range(6)) and all(c is con for c in where)
+    finally:
+        con.close()
+
+
+def test_temp_tables_too_large_to_copy_keep_one_connection(tmp_path, monkeypatch):
+    con = _store_with_threads(tmp_path, 1)  # its temp table: 10 rows
+    try:
+        monkeypatch.setattr(two_connections, "MAX_TWIN_ROWS", 9)
+        where = []
+        two_connections.run_jobs(con, [lambda c: where.append(c) for _ in range(6)], lambda i: None)
+        assert all(c is con for c in where)
+        monkeypatch.setattr(two_connections, "MAX_TWIN_ROWS", 10)
+        where.clear()
+        two_connections.run_jobs(con, [lambda c: (time.sleep(0.05), where.append(c)) for _ in range(6)],
+                                 lambda i: None)
+        assert any(c is not con for c in where)  # each job long enough for the second thread to take one
     finally:
         con.close()
 

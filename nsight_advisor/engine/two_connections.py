@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 #: Fewer jobs than this are run on one connection: the twin costs about as much as a rule.
 MIN_JOBS = 4
+#: Temp tables of more rows than this in all are not copied to a twin: the copy is held twice (64 DLRM ranks:
+#: 0.5 s faster with the twin, but 135 MB more peak memory, against about 10,000 rows and a few MB for 8 ranks).
+MAX_TWIN_ROWS = 50_000
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
     ``lead``: done first on one connection. With the twin, the second thread makes its tables there (the twin is
     read before it) while this thread runs the jobs that do not need them, and this thread copies them before its
     first job that does; ``con`` has them afterwards either way."""
-    if len(jobs) < MIN_JOBS or not _one_thread_store(con) or _cores() < 2:
+    if len(jobs) < MIN_JOBS or not _one_thread_store(con) or _cores() < 2 or _temp_rows(con) > MAX_TWIN_ROWS:
         if lead is not None:
             lead.make(con)
         out = []
@@ -59,7 +62,8 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
     from nsight_advisor.analysis.twin_connection import read_temp, write_temp
     from nsight_advisor.common.connections import second_connection
 
-    state = read_temp(con)  # read here: ``con`` is this thread's
+    # read here (``con`` is this thread's); held only until written: a many-rank job's copies are tens of MB
+    state = [read_temp(con)]
     twin = second_connection(con)
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException] = []
@@ -67,7 +71,7 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
     needs = lead.needs if lead is not None else frozenset()
     # the jobs that need the lead last, so that neither thread waits for it while others remain
     queue = iter(sorted(range(len(jobs)), key=lambda i: i in needs))
-    made: list[Any] = []  # the lead's tables as made on the twin, once they are
+    made: list[Any] = []  # the lead's tables as made on the twin, once they are (until copied here)
     ready = threading.Event()  # set when ``made`` holds it, or the second thread failed first
     adopted = lead is None
 
@@ -95,11 +99,11 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
         ready.wait()
         if not made:
             raise RuntimeError("the second connection failed before its lead was made")  # errors holds why
-        write_temp(con, made[0])
+        write_temp(con, made.pop())
 
     def helper_work() -> None:
         try:
-            write_temp(twin, state)  # while the other thread runs the first job
+            write_temp(twin, state.pop())  # while the other thread runs the first job
             if lead is not None:
                 made.append(read_temp(twin, lead.make(twin)))
         except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
@@ -131,6 +135,12 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
     if errors:
         raise errors[0]
     return results
+
+
+def _temp_rows(con) -> int:
+    """Rows in ``con``'s temp tables (DuckDB's count, exact for a table written once)."""
+    return int(con.execute("select coalesce(sum(estimated_size), 0) from duckdb_tables() "
+                           "where temporary and not internal").fetchone()[0])
 
 
 def _one_thread_store(con) -> bool:
