@@ -196,3 +196,25 @@ def test_a_lead_that_fails_is_the_error_raised(tmp_path):
             two_connections.run_jobs(con, jobs, lambda i: None, lead=lead)
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("where", ["reading", "filling"])
+def test_without_memory_for_a_twin_the_jobs_run_on_one_connection(tmp_path, monkeypatch, where):
+    import duckdb
+
+    import nsight_advisor.analysis.twin_connection as twin_module
+
+    def short(*_args):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: ArrowBuffer: failed to allocate 8388608 bytes")
+
+    monkeypatch.setattr(twin_module, "read_temp" if where == "reading" else "write_temp", short)
+    con = _store_with_threads(tmp_path, 1)
+    try:
+        where_run = []
+        jobs, lead = _lead_jobs([])
+        jobs = [lambda c, job=job: (where_run.append(c), time.sleep(0.01), job(c))[2] for job in jobs]
+        assert two_connections.run_jobs(con, jobs, lambda i: None, lead=lead) == [10] * 7 + [1, 1] + [10]
+        assert all(c is con for c in where_run)
+        assert con.execute("select v from lead").fetchall() == [(7,)]  # the lead made here
+    finally:
+        con.close()

@@ -15,6 +15,9 @@ keeps one connection: its queries already use every core.
 Python code does not gain from a second thread (measured: a thread of DuckDB queries beside a thread of Python
 takes the sum of their times, as each query's return waits for the interpreter's lock), so only stages that are
 DuckDB queries are run this way.
+
+The twin is only a way to go faster: where it cannot be made or filled (DuckDB out of memory, as under a tight
+address-space limit: a second thread and the copies need more), the jobs run on the first connection alone.
 """
 
 from __future__ import annotations
@@ -51,7 +54,10 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
     ``lead``: done first on one connection. With the twin, the second thread makes its tables there (the twin is
     read before it) while this thread runs the jobs that do not need them, and this thread copies them before its
     first job that does; ``con`` has them afterwards either way."""
-    if len(jobs) < MIN_JOBS or not _one_thread_store(con) or _cores() < 2 or _temp_rows(con) > MAX_TWIN_ROWS:
+    twin = None
+    if len(jobs) >= MIN_JOBS and _one_thread_store(con) and _cores() >= 2 and _temp_rows(con) <= MAX_TWIN_ROWS:
+        twin = _open_twin(con)
+    if twin is None:
         if lead is not None:
             lead.make(con)
         out = []
@@ -59,12 +65,33 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
             out.append(job(con))
             done(i)
         return out
-    from nsight_advisor.analysis.twin_connection import read_temp, write_temp
+    return _on_two(con, twin[0], twin[1], jobs, done, lead)
+
+
+def _open_twin(con) -> tuple[Any, Any] | None:
+    """A second connection and what :func:`write_temp` makes on it, read from ``con``; None where it cannot be had
+    (DuckDB out of memory: an address space held tight): the jobs then run on ``con`` alone, as a larger store's."""
+    import duckdb
+
+    from nsight_advisor.analysis.twin_connection import read_temp
     from nsight_advisor.common.connections import second_connection
 
-    # read here (``con`` is this thread's); held only until written: a many-rank job's copies are tens of MB
-    state = [read_temp(con)]
-    twin = second_connection(con)
+    try:
+        state = read_temp(con)
+        return second_connection(con), [state]
+    except (duckdb.Error, MemoryError):
+        return None
+
+
+def _on_two(con, twin, state: list, jobs: Sequence[Callable[[Any], Any]], done: Callable[[int], None],
+            lead: Lead | None) -> list[Any]:
+    """:func:`run_jobs` with ``twin`` made from ``state`` (held only until written: a many-rank job's copies are tens
+    of MB) by the second thread. Where that fails (memory), the second thread takes no job and this thread runs
+    them all, the lead included."""
+    import duckdb
+
+    from nsight_advisor.analysis.twin_connection import read_temp, write_temp
+
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException] = []
     lock = threading.Lock()
@@ -72,7 +99,7 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
     # the jobs that need the lead last, so that neither thread waits for it while others remain
     queue = iter(sorted(range(len(jobs)), key=lambda i: i in needs))
     made: list[Any] = []  # the lead's tables as made on the twin, once they are (until copied here)
-    ready = threading.Event()  # set when ``made`` holds it, or the second thread failed first
+    ready = threading.Event()  # set once the twin is ready (``made`` then holds the lead), or could not be made
     adopted = lead is None
 
     def take() -> int | None:
@@ -97,16 +124,19 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
 
     def adopt() -> None:
         ready.wait()
-        if not made:
-            raise RuntimeError("the second connection failed before its lead was made")  # errors holds why
-        write_temp(con, made.pop())
+        if made:
+            write_temp(con, made.pop())
+        else:  # the twin could not be made: the lead is made here
+            lead.make(con)
 
     def helper_work() -> None:
         try:
             write_temp(twin, state.pop())  # while the other thread runs the first job
             if lead is not None:
                 made.append(read_temp(twin, lead.make(twin)))
-        except BaseException as exc:  # noqa: BLE001 - raised again by the caller's thread
+        except (duckdb.Error, MemoryError):
+            return  # no twin (memory): this thread takes no job
+        except BaseException as exc:  # noqa: BLE001 - a fault, not a shortage: raised again by the caller's thread
             with lock:
                 errors.append(exc)
             return
