@@ -54,14 +54,20 @@ def memory_store():
     con.close()
 
 
-@pytest.fixture(scope="module")
-def dlrm_job():
-    """The 8 real DLRM ranks ingested as one job into a store: ``(connection, capture ids)``, or skip."""
+@pytest.fixture(scope="session")
+def dlrm_ranks() -> list[Path]:
+    """The 8 real DLRM ranks' trace files, in rank order, or skip."""
     ranks = sorted((TRACES / "kineto" / "dlrm_8rank").glob("*.pt.trace.json.gz"))
-    if len(ranks) < 8:
+    if len(ranks) != 8:
         pytest.skip(f"the DLRM ranks are absent from {TRACES / 'kineto' / 'dlrm_8rank'}")
+    return ranks
+
+
+@pytest.fixture(scope="module")
+def dlrm_job(dlrm_ranks):
+    """The 8 real DLRM ranks ingested as one job into a store: ``(connection, capture ids)``, or skip."""
     from nsight_advisor import workflow
 
-    con, ids = workflow.load(ranks)
+    con, ids = workflow.load(dlrm_ranks)
     yield con, ids
     con.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TRACES
+from conftest import REPO
 from nsight_advisor.store.capture_tables import ingest_capture_tables, merge_capture_tables
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.store.executors import LOCAL, executor_from_options
@@ -18,15 +18,10 @@ from nsight_advisor.store.ray_ingest import capture_task
 from nsight_advisor.schema import TABLES
 from nsight_advisor.store.database import connect
 
-DLRM = TRACES / "kineto" / "dlrm_8rank"
-
 
 @pytest.fixture
-def rank_files() -> list[Path]:
-    files = sorted(DLRM.glob("*.pt.trace.json.gz"))
-    if len(files) != 8:
-        pytest.skip(f"real traces not present at {DLRM}")
-    return files
+def rank_files(dlrm_ranks) -> list[Path]:
+    return dlrm_ranks
 
 
 def _contents(con) -> dict[str, list]:
@@ -103,7 +98,6 @@ def test_a_task_whose_worker_died_more_often_than_retried_is_one_line():
         ray_ingest._get(FakeRay, object(), Path("/x/rank5.json"), retries=3)
     assert str(caught.value) == ("/x/rank5.json: the Ray worker ingesting it died 4 times (WorkerCrashedError); "
                                  "see the cluster's logs")
-
 
 
 class _FakeRayTaskError(Exception):

@@ -9,24 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRACES
 from nsight_advisor.common.errors import InputError
-from nsight_advisor.ingest.kineto import parallel_parse, trace
+from nsight_advisor.ingest.kineto import parallel_parse
 from nsight_advisor.ingest.kineto.trace import ingest_kineto_many
 from nsight_advisor.store.database import connect
 
-DLRM = TRACES / "kineto" / "dlrm_8rank"
 TABLES = ("captures", "gpus", "kernels", "kernel_names", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges",
           "nvtx_domains", "cpu_ops", "collectives", "capture_distributed", "kernel_occupancy", "capture_missing",
           "ingest_notes")
 
 
 @pytest.fixture
-def ranks() -> list[Path]:
-    found = sorted(DLRM.glob("*.json.gz"))
-    if len(found) != 8:
-        pytest.skip(f"the DLRM ranks are not at {DLRM}")
-    return found
+def ranks(dlrm_ranks) -> list[Path]:
+    return dlrm_ranks
 
 
 @pytest.fixture(autouse=True)

@@ -8,23 +8,18 @@ import time
 
 import pytest
 
-from conftest import TRACES
 from nsight_advisor import workflow
 from nsight_advisor.analysis import accounting
-from nsight_advisor.analysis.twin_connection import twin_connection
+from nsight_advisor.analysis.twin_connection import read_temp, write_temp
+from nsight_advisor.common.connections import second_connection
 from nsight_advisor.engine import two_connections
 from nsight_advisor.store.database import connect
 from nsight_advisor.store.opening import StoreHandle, fit_small_store
 
-DLRM = TRACES / "kineto" / "dlrm_8rank"
-
 
 @pytest.fixture
-def ranks():
-    found = sorted(DLRM.glob("*.json.gz"))
-    if len(found) != 8:
-        pytest.skip(f"the DLRM ranks are not at {DLRM}")
-    return found
+def ranks(dlrm_ranks):
+    return dlrm_ranks
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +57,8 @@ def test_the_twin_holds_the_analysis_temp_tables_and_views(ranks):
         fit_small_store(con)
         accounting.prepare(con, ids)
         accounting.materialize_read(con, ["host_activity"])
-        twin = twin_connection(con)
+        twin = second_connection(con)
+        write_temp(twin, read_temp(con))
         try:
             temp = con.execute("select table_name from duckdb_tables() where temporary and not internal").fetchall()
             views = con.execute("select view_name from duckdb_views() where temporary and not internal").fetchall()

@@ -1,10 +1,11 @@
-"""A second connection to a store that holds what the analysis made on the first: its temp tables and temp views.
+"""What the analysis made on one connection, copied to a second: its temp tables and temp views.
 
 The analysis materializes its views as temp tables (nsight_advisor.analysis.accounting), and a temp table belongs
-to the connection that made it: a plain second connection (``con.cursor()``) sees the store, not the analysis. This
-one gets a copy of each temp table (through Arrow, with its column types declared as they are) and each temp view
-(its own SQL, after the tables), so the same query gives the same rows on either connection. A copy is only worth
-making of a small store's analysis, whose tables are a few thousand rows (nsight_advisor.engine.rule_threads).
+to the connection that made it: a plain second connection (``con.cursor()``) sees the store, not the analysis.
+:func:`read_temp` reads each temp table (through Arrow, with its column types declared as they are) and each temp
+view's SQL; :func:`write_temp` makes them on the second connection, so the same query gives the same rows on
+either. A copy is only worth making of a small store's analysis, whose tables are a few thousand rows
+(nsight_advisor.engine.two_connections makes it).
 
 The settings an analysis changes are the instance's (threads, optimizers, memory, external access), shared by both
 connections, except ``enable_progress_bar``, which is the connection's and is copied.
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from nsight_advisor.common.connections import second_connection
+from nsight_advisor.common.sql_params import literal, quote_ident
 from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
 
 if TYPE_CHECKING:
@@ -23,17 +24,6 @@ if TYPE_CHECKING:
 
 #: Settings kept per connection that the analysis sets.
 LOCAL_SETTINGS = ("enable_progress_bar",)
-
-
-def twin_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """A new connection to ``con``'s store with a copy of ``con``'s temp tables and views; the caller closes it."""
-    twin = second_connection(con)
-    try:
-        write_temp(twin, read_temp(con))
-    except BaseException:
-        twin.close()
-        raise
-    return twin
 
 
 @dataclass
@@ -54,7 +44,7 @@ def read_temp(con: duckdb.DuckDBPyConnection, tables: Sequence[str] | None = Non
                 for name in LOCAL_SETTINGS] if whole else []
     copied = []
     for table in (_temp_tables(con) if whole else tables):
-        name = _ident(table)
+        name = quote_ident(table)
         # the table's own columns (duckdb_columns() would bind every view of the store to list theirs: 0.3 s)
         columns = [(r[0], r[1]) for r in con.execute(f"describe temp.main.{name}").fetchall()]
         copied.append((table, columns, con.execute(f"select * from temp.main.{name}").to_arrow_table()))
@@ -65,10 +55,10 @@ def write_temp(con: duckdb.DuckDBPyConnection, state: TempState) -> None:
     """Make ``state``'s temp tables and views on ``con`` (which may be done on another thread than the one that
     read ``state``: it uses ``con`` alone)."""
     for name, value in state.settings:
-        con.execute(f"set {name} = {_literal(value)}")
+        con.execute(f"set {name} = {literal(value)}")
     for table, columns, data in state.tables:
-        name = _ident(table)
-        con.execute(f"create or replace temp table {name} (" + ", ".join(f"{_ident(c)} {t}" for c, t in columns)
+        name = quote_ident(table)
+        con.execute(f"create or replace temp table {name} (" + ", ".join(f"{quote_ident(c)} {t}" for c, t in columns)
                     + ")")
         if data.num_rows:
             stream_view(con, "_na_twin_rows", data)
@@ -89,13 +79,3 @@ def _temp_views(con) -> list[str]:
     """The temp views' own SQL, in the order they were made (a view may read one made before it)."""
     return [r[0] for r in con.execute("select sql from duckdb_views() "
                                       "where temporary and not internal order by view_oid").fetchall()]
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _literal(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "'" + str(value).replace("'", "''") + "'"

@@ -36,6 +36,11 @@ class _NotLiteral(Exception):
     """A value this module does not write as a literal."""
 
 
+def quote_ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def literal(value: Any) -> str:
     """``value`` as a SQL literal of the type DuckDB's Python binding would give it."""
     if value is None:

@@ -128,7 +128,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     captures = read_captures(con, capture_ids)
     disable_external_access(con)
     iterations = accounting.prepare(con, capture_ids, window)
-    checks = RuleChecks(con, [c["capture_id"] for c in captures])  # after prepare: its temp views count
+    ids = [c["capture_id"] for c in captures]
+    checks = RuleChecks(con, ids)  # after prepare: its temp views count
     shared = shared_reads(rules, checks, len(captures))  # from the views' definitions, before any is materialized
     queries = [rule.query for rule in rules]
     made = accounting.views_read(queries)  # host_activity where a rule reads it: made with the rules, below
@@ -138,7 +139,7 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
 
     def run(rule: Rule, connection):
         if id(connection) not in checks_of:
-            checks_of[id(connection)] = RuleChecks(connection, [c["capture_id"] for c in captures])
+            checks_of[id(connection)] = RuleChecks(connection, ids)
         started = time.monotonic()
         results = run_rule_on_captures(connection, rule, captures, time_limit_s=time_limit_s,
                                        checks=checks_of[id(connection)])

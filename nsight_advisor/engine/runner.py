@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 
 from nsight_advisor.common import sql_params
+from nsight_advisor.common.sql_params import quote_ident
 from nsight_advisor.common.json_values import jsonable
 from nsight_advisor.common.text import format_duration_ns
 from nsight_advisor.catalog import get_principle
@@ -163,10 +164,6 @@ def bind_params(rule: Rule, sql: str, capture_id: int, extra: dict | None = None
     return bound
 
 
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def run_limited(con, sql: str, params: dict, time_limit_s: float, max_rows: int) -> tuple[list[str], list[tuple]]:
     """Run ``sql`` on ``con``, interrupted after ``time_limit_s``; at most ``max_rows`` rows fetched.
 
@@ -221,11 +218,11 @@ def judge_sql(rule: Rule, base: str, tag: str, by: str | None = None) -> tuple[s
     column of ``base`` that splits everything first (the capture, when one query judges every capture)."""
     spec, j = rule.finding, rule.judgement
     threshold_param = f"na_threshold_{tag}"
-    col = _quote_ident(j.column)
-    keys = [_quote_ident(k) for k in (by, spec.group_by) if k]
+    col = quote_ident(j.column)
+    keys = [quote_ident(k) for k in (by, spec.group_by) if k]
     part = f"partition by {', '.join(keys)}" if keys else ""
-    per = f"partition by {_quote_ident(by)}" if by else ""
-    group_expr = _quote_ident(spec.group_by) if spec.group_by else "null"
+    per = f"partition by {quote_ident(by)}" if by else ""
+    group_expr = quote_ident(spec.group_by) if spec.group_by else "null"
     # Rows tied on order_by are ranked by the columns the evidence shows, so a run shows the same rows every time.
     # Packed into one row value: a bare COLUMNS() in a window's ORDER BY would repeat the whole window, once per
     # column, each ordered by one column alone.
@@ -240,8 +237,8 @@ def judge_sql(rule: Rule, base: str, tag: str, by: str | None = None) -> tuple[s
             select *,
                    {group_expr} as na_group_{tag},
                    count(*) over ({part}) as na_rows_{tag},
-                   coalesce(sum({_quote_ident(spec.impact_column)}) over ({part}), 0) as na_impact_{tag},
-                   row_number() over ({part} order by {_quote_ident(spec.order_by)} desc nulls last,
+                   coalesce(sum({quote_ident(spec.impact_column)}) over ({part}), 0) as na_impact_{tag},
+                   row_number() over ({part} order by {quote_ident(spec.order_by)} desc nulls last,
                                       row(*columns(c -> c in [{shown}]))) as na_rank_{tag}
             from na_fire_{tag}
         ),
@@ -250,7 +247,7 @@ def judge_sql(rule: Rule, base: str, tag: str, by: str | None = None) -> tuple[s
             from na_ranked_{tag} where na_rank_{tag} <= {int(spec.evidence_limit)}
         )
         select * from na_grouprank_{tag} where na_grank_{tag} <= {MAX_GROUPS}
-        order by {_quote_ident(by) + ", " if by else ""}na_grank_{tag}, na_rank_{tag}
+        order by {quote_ident(by) + ", " if by else ""}na_grank_{tag}, na_rank_{tag}
     """
     return sql, {threshold_param: rule.values()[j.param]}
 

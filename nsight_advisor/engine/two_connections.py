@@ -26,6 +26,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from nsight_advisor.store.parallel_ingest import usable_cores
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -55,7 +57,7 @@ def run_jobs(con: duckdb.DuckDBPyConnection, jobs: Sequence[Callable[[Any], Any]
     read before it) while this thread runs the jobs that do not need them, and this thread copies them before its
     first job that does; ``con`` has them afterwards either way."""
     twin = None
-    if len(jobs) >= MIN_JOBS and _one_thread_store(con) and _cores() >= 2 and _temp_rows(con) <= MAX_TWIN_ROWS:
+    if len(jobs) >= MIN_JOBS and _one_thread_store(con) and usable_cores() >= 2 and _temp_rows(con) <= MAX_TWIN_ROWS:
         twin = _open_twin(con)
     if twin is None:
         if lead is not None:
@@ -181,10 +183,3 @@ def _one_thread_store(con) -> bool:
         return False
 
 
-def _cores() -> int:
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1

@@ -41,9 +41,9 @@ WAIT_FACTOR, WAIT_MIN_S = 10, 30.0
 
 
 def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callable[[int, Path], None],
-                 done: Callable[[Path], None]) -> int:
+                 done: Callable[[Path], None]) -> None:
     """``parse_one(capture_id, path)`` for each of ``items`` into ``ing``, in order as far as ``ing`` can tell;
-    ``done(path)`` after each. Returns how many of them a forked child parsed (0: all parsed here).
+    ``done(path)`` after each.
 
     ``ing``: the ingest they are read into (ingest.kineto.trace's ``_Ingest``): a parse fills its ``headers``,
     ``stats``, ``rows``, ``note_rows`` and ``missing_rows`` and hands each batch to its ``append``."""
@@ -52,7 +52,7 @@ def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callabl
         for cid, path in items:
             parse_one(cid, path)
             done(path)
-        return 0
+        return
     first, later = items[:split], items[split:]
     child, reader = _fork(ing, later, parse_one)
     started = time.monotonic()
@@ -69,11 +69,10 @@ def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callabl
         _replay(ing, payload)
         for _, path in later:
             done(path)
-        return len(later)
+        return
     for cid, path in later:  # the child failed: read them here, which raises what one process would
         parse_one(cid, path)
         done(path)
-    return 0
 
 
 def fork_split(items: Sequence[tuple[int, Path]]) -> int | None:

@@ -202,12 +202,8 @@ class _Ingest:
     def write(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
         """Sink of :class:`EventRows`: one batch, with its capture id, held until :data:`BATCH_ROWS` rows of
         ``table`` are (several small traces' batches then go in with one statement)."""
-        self.append(table, self.batch(cid, table, columns, rows))
-
-    def batch(self, cid: int, table: str, columns: tuple[str, ...], rows: list[tuple]) -> pa.Table:
-        """One batch of rows as the Arrow table that is staged: the capture's id first, then ``columns``."""
         batch = self._arrow(cid, table, columns, rows)
-        return batch.add_column(0, "capture_id", int_array(np.full(batch.num_rows, cid), pa.int64()))
+        self.append(table, batch.add_column(0, "capture_id", int_array(np.full(batch.num_rows, cid), pa.int64())))
 
     def append(self, table: str, batch: pa.Table) -> None:
         """Hold ``batch`` of ``table``; once :data:`BATCH_ROWS` rows of it are held, insert them."""

@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 
 from nsight_advisor.common.errors import InputError
+from nsight_advisor.common.sql_params import quote_ident
 from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.common.text import first_line
 
@@ -251,10 +252,6 @@ def remove_copy(folder: Path | None) -> None:
 
         shutil.rmtree(folder, ignore_errors=True)
         release(folder.parent)
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def sql_text(text: str) -> str:

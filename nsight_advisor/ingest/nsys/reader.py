@@ -18,8 +18,9 @@ from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.nsys.catalog import (
     CUDA_GPU_INFO, GPU_INFO, GPU_METRICS_INFO, NVTX, ExportCatalog, check_unique_string_ids, ids_are_primary_key,
-    quote_ident, sqlite_rows, sql_text, uri_path,
+    sqlite_rows, sql_text, uri_path,
 )
+from nsight_advisor.common.sql_params import quote_ident
 from nsight_advisor.schema.tables import get_table
 
 #: A deferrable table is left out only when its export table holds at least this many rows: smaller ones load in
