@@ -26,9 +26,8 @@ from typing import Collection, Sequence
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from nsight_advisor.ingest.arrow_buffers import int_array, string_array
+from nsight_advisor.ingest.arrow_buffers import int_array, longest_at_most, string_array
 from nsight_advisor.ingest.arrow_scan import drop_view, stream_view
 from nsight_advisor.common import sql_params
 from nsight_advisor.common.connections import second_connection
@@ -248,7 +247,7 @@ class _Ingest:
             raise InputError(f"{self.paths[cid]}: an event for {table} holds a {name} that is not "
                              f"{_WHAT.get(_TYPES.get(name), 'a whole number within 64 bits')}") from None
         for name in ("name", "text"):
-            if name in columns and batch.num_rows and pc.max(pc.utf8_length(batch[name])).as_py() > MAX_NAME_CHARS:
+            if name in columns and batch.num_rows and not longest_at_most(batch[name], MAX_NAME_CHARS):
                 raise InputError(f"{self.paths[cid]}: an event for {table} has a name of more than "
                                  f"{MAX_NAME_CHARS:,} characters: not a name")
         return batch
