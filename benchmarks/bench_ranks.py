@@ -60,8 +60,8 @@ _HTA = ("import sys, time\n"
 _DRIVER = ("import atexit, resource, sys\n"
            "out = sys.argv.pop(1)\n"
            "atexit.register(lambda: open(out, 'w').write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
-           "from nsight_advisor.cli import main\n"
-           "main()\n")
+           "from nsight_advisor.cli import run\n"
+           "run()\n")
 
 
 def run(argv: list[str], work: Path, label: str) -> dict:

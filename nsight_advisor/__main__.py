@@ -1,6 +1,6 @@
 """``python -m nsight_advisor``: the same command line as ``nsight-advisor``."""
 
-from nsight_advisor.cli import main
+from nsight_advisor.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -465,5 +465,17 @@ def rules_lint(directory):
     return EXIT_OK if ok else EXIT_FINDINGS
 
 
+def run() -> None:
+    """The ``nsight-advisor`` program (and ``python -m nsight_advisor``): :func:`main`, then the process ends
+    without tearing the interpreter down where the command finished (common/process_exit.py)."""
+    from nsight_advisor.common.process_exit import exit_now
+
+    try:
+        main()
+    except SystemExit as exc:
+        exit_now(exc.code)
+    exit_now(EXIT_OK)
+
+
 if __name__ == "__main__":
-    main()
+    run()
