@@ -105,6 +105,13 @@ def test_jobs_come_back_in_their_order_with_each_done_once(tmp_path):
         con.close()
 
 
+def test_jobs_are_taken_lead_last_and_longest_first():
+    assert two_connections.queue_order(6, frozenset(), frozenset()) == [0, 1, 2, 3, 4, 5]
+    assert two_connections.queue_order(6, frozenset({1, 5}), frozenset()) == [0, 2, 3, 4, 1, 5]
+    # the summary (the last job, the longest) first among those that need the lead; a long rule first of the rest
+    assert two_connections.queue_order(6, frozenset({1, 5}), frozenset({5, 3})) == [3, 0, 2, 4, 5, 1]
+
+
 def test_a_store_on_more_threads_keeps_one_connection(tmp_path):
     con = _store_with_threads(tmp_path, 2)
     try:

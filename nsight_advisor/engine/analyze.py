@@ -156,7 +156,8 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
                                                if any(checks.reads_table(rule.query, v) for v in made))]))
     # One status line on a terminal, drawn only once the rules have taken over a second.
     with Progress("rules", len(jobs), enabled=progress) as bar:
-        *ran, summary = run_jobs(con, jobs, lambda i: bar.step(names[i]), lead=lead if made else None)
+        *ran, summary = run_jobs(con, jobs, lambda i: bar.step(names[i]), lead=lead if made else None,
+                                 longest=frozenset([len(rules)]))
     for outcome, results in ran:
         outcomes.append(outcome)
         for _, res in results:

@@ -127,5 +127,5 @@ def _numpy_int(type: pa.DataType) -> np.dtype:
     return np.dtype(f"{'i' if pa.types.is_signed_integer(type) else 'u'}{type.bit_width // 8}")
 
 
-__all__ = ["int_array", "float_array", "int_list_array", "bool_array", "string_array", "scalar", "false_for_null", "longest_at_most",
-           "rows_where", "ints"]
+__all__ = ["int_array", "float_array", "int_list_array", "bool_array", "string_array", "scalar", "false_for_null",
+           "longest_at_most", "rows_where", "ints"]
