@@ -16,15 +16,15 @@ def pandas_after_ingest(export: Path, tmp_path: Path) -> str:
     return pandas_after(["ingest", str(export), "--store", str(tmp_path / "store.duckdb")], tmp_path)
 
 
-def pandas_after(args: list[str], tmp_path: Path) -> str:
-    """``'True'`` or ``'False'``: whether the command ``nsight-advisor ARGS`` left pandas imported (its cache folder
-    in ``tmp_path``)."""
+def pandas_after(args: list[str], tmp_path: Path, module: str = "pandas") -> str:
+    """``'True'`` or ``'False'``: whether the command ``nsight-advisor ARGS`` left pandas (or ``module``) imported
+    (its cache folder in ``tmp_path``)."""
     script = ("import sys\n"
               "from nsight_advisor.cli import main\n"
               "try:\n"
               "    main(sys.argv[1:], standalone_mode=False)\n"
               "finally:\n"
-              "    print('pandas' in sys.modules)\n")
+              f"    print({module!r} in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=tmp_path,
                          timeout=300,
                          env={**os.environ, "PYTHONPATH": str(REPO), "NSIGHT_ADVISOR_CACHE": str(tmp_path / "cache")})

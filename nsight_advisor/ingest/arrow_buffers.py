@@ -81,16 +81,21 @@ def false_for_null(mask: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArr
 MAX_RUNS = 64
 
 
-def rows_where(table: pa.Table, keep: np.ndarray) -> pa.Table:
+def rows_where(table: pa.Table, keep: np.ndarray, copy: bool = False) -> pa.Table:
     """The rows of ``table`` where the numpy booleans ``keep`` hold, in order: its runs of kept rows as slices,
-    without pyarrow.compute (``Table.filter`` imports it) where they are few (:data:`MAX_RUNS`)."""
+    without pyarrow.compute (``Table.filter`` imports it) where they are few (:data:`MAX_RUNS`). ``copy``: the
+    rows in buffers of their own, as a filter leaves them (a slice holds all of its table's buffers alive)."""
     edges = np.flatnonzero(np.diff(np.concatenate(([False], keep, [False])).astype(np.int8)))
     runs = list(zip(edges[0::2].tolist(), edges[1::2].tolist()))
     if len(runs) > MAX_RUNS:
         return table.filter(bool_array(keep))
-    if len(runs) == 1:
+    if len(runs) == 1 and not copy:
         return table.slice(runs[0][0], runs[0][1] - runs[0][0])
-    return pa.concat_tables([table.slice(a, b - a) for a, b in runs] or [table.slice(0, 0)])
+    out = pa.concat_tables([table.slice(a, b - a) for a, b in runs] or [table.slice(0, 0)])
+    if copy:
+        out = pa.Table.from_arrays([pa.concat_arrays(column.chunks) if column.num_chunks else column
+                                    for column in out.columns], schema=out.schema)
+    return out
 
 
 def longest_at_most(column: pa.Array | pa.ChunkedArray, limit: int) -> bool:

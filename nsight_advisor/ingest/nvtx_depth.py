@@ -106,7 +106,7 @@ class DepthStream:
             yield from table.slice(0, cut).append_column("depth", column.slice(0, cut)).to_batches()
         if len(held):
             tail, tail_keep = table.slice(cut), keep[cut:]
-            self.pending = rows_where(tail, ~tail_keep)
+            self.pending = rows_where(tail, ~tail_keep, copy=True)  # held: not the whole batch behind it
             kept = rows_where(tail.append_column("depth", column.slice(cut)), tail_keep)
             if kept.num_rows:
                 yield from kept.to_batches()
