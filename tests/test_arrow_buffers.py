@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from nsight_advisor.ingest.arrow_buffers import (MAX_RUNS, bool_array, false_for_null, float_array, int_array,
-                                                 int_list_array, ints, longest_at_most, rows_where, scalar, string_array)
-from nsight_advisor.ingest.nvtx_depth import _bools
+from nsight_advisor.ingest.arrow_buffers import (MAX_RUNS, bool_array, bools, false_for_null, float_array,
+                                                 int_array, int_list_array, ints, longest_at_most, rows_where, scalar,
+                                                 string_array)
 from pandas_watch import pandas_after, pandas_after_ingest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,8 +84,8 @@ def test_longest_at_most_counts_characters_not_bytes():
 def test_bools_read_null_as_false_from_the_bits():
     values = [True, None, False, True, None, True, True, False, True, None, True]  # more than a byte of bits
     column = pa.chunked_array([pa.array(values), pa.array(values).slice(3)])
-    assert _bools(column).tolist() == pc.fill_null(column, False).to_pylist()
-    assert _bools(pa.chunked_array([pa.array([True, False])])).tolist() == [True, False]  # no validity buffer
+    assert bools(column).tolist() == pc.fill_null(column, False).to_pylist()
+    assert bools(pa.chunked_array([pa.array([True, False])])).tolist() == [True, False]  # no validity buffer
 
 
 def test_ints_read_chunks_and_slices_as_to_numpy_does():

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsight_advisor.ingest import nvtx_depth
+from nsight_advisor.ingest.arrow_buffers import bools
 
 
 def _nested(draw, lo: int, hi: int, budget: list[int], out: list[tuple[int, int]]) -> None:
@@ -220,5 +221,5 @@ def test_booleans_unpack_from_bits_at_any_offset() -> None:
 
     values = [True, None, False, True, True, False, None, True, False, True, True]
     column = pa.chunked_array([pa.array(values[:3]), pa.array(values).slice(3, 5), pa.array(values).slice(8)])
-    assert nvtx_depth._bools(column).tolist() == [bool(v) for v in values]
-    assert nvtx_depth._bools(pa.chunked_array([], type=pa.bool_())).dtype == np.bool_
+    assert bools(column).tolist() == [bool(v) for v in values]
+    assert bools(pa.chunked_array([], type=pa.bool_())).dtype == np.bool_

@@ -126,6 +126,24 @@ def ints(column: pa.Array | pa.ChunkedArray, dtype=np.int64) -> np.ndarray:
     return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
 
 
+def bools(column: pa.ChunkedArray) -> np.ndarray:
+    """A BOOLEAN column as numpy, NULL as False: its value and validity bits unpacked directly, not through
+    ``to_numpy`` (20 ms per 250k rows, a fifth of the NVTX depth walk) or pyarrow.compute (whose import is a tenth
+    of a PyTorch trace's ingest)."""
+    parts = [_bits(chunk, 1) & _bits(chunk, 0) for chunk in column.chunks if len(chunk)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+
+def _bits(chunk: pa.Array, buffer: int) -> np.ndarray:
+    """Buffer ``buffer`` of a BOOLEAN chunk (0: which rows are set, 1: the values) as numpy booleans; all True
+    where the chunk has no validity buffer (no NULL)."""
+    bits = chunk.buffers()[buffer]
+    if bits is None:
+        return np.ones(len(chunk), dtype=bool)
+    return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little")[
+        chunk.offset:chunk.offset + len(chunk)].view(bool)
+
+
 def _numpy_int(type: pa.DataType) -> np.dtype:
     if not pa.types.is_integer(type):
         raise TypeError(f"not an integer type: {type}")
@@ -133,4 +151,4 @@ def _numpy_int(type: pa.DataType) -> np.dtype:
 
 
 __all__ = ["int_array", "float_array", "int_list_array", "bool_array", "string_array", "scalar", "false_for_null",
-           "longest_at_most", "rows_where", "ints"]
+           "longest_at_most", "rows_where", "ints", "bools"]

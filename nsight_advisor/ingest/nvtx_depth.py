@@ -31,7 +31,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from nsight_advisor.ingest.arrow_buffers import int_array, ints, rows_where
+from nsight_advisor.ingest.arrow_buffers import bools, int_array, ints, rows_where
 
 #: Rows per batch streamed from the export; a batch costs its Arrow columns plus about 40 bytes per row of numpy.
 BATCH_ROWS = 250_000
@@ -74,7 +74,7 @@ class DepthStream:
             yield from self._feed(table, final=True)
 
     def _feed(self, table: pa.Table, *, final: bool) -> Iterator[pa.RecordBatch]:
-        nestable = _bools(table.column("nestable"))  # NULL: not nestable
+        nestable = bools(table.column("nestable"))  # NULL: not nestable
         rows = np.flatnonzero(nestable)
         depth = np.zeros(table.num_rows, dtype=np.int32)
         keep = np.ones(table.num_rows, dtype=bool)  # rows given back now (the others are held back)
@@ -194,24 +194,6 @@ def _by_thread(thread: np.ndarray, start: np.ndarray, end: np.ndarray
         again = np.lexsort((-end, start, thread))  # stable, and ties are still in input order
         order, thread, start, end = order[again], thread[again], start[again], end[again]
     return order, thread, start, end
-
-
-def _bools(column: pa.ChunkedArray) -> np.ndarray:
-    """A BOOLEAN column as numpy, NULL as False. Arrow packs booleans (and which are NULL) in bits: unpacked
-    directly, not through ``to_numpy`` (20 ms per 250k rows, a fifth of the walk) or pyarrow.compute (whose
-    import is a tenth of a PyTorch trace's ingest)."""
-    parts = [_bits(chunk, 1) & _bits(chunk, 0) for chunk in column.chunks if len(chunk)]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
-
-
-def _bits(chunk: pa.Array, buffer: int) -> np.ndarray:
-    """Buffer ``buffer`` of a BOOLEAN chunk (0: which rows are set, 1: the values) as numpy booleans; all True
-    where the chunk has no validity buffer (no NULL)."""
-    bits = chunk.buffers()[buffer]
-    if bits is None:
-        return np.ones(len(chunk), dtype=bool)
-    return np.unpackbits(np.frombuffer(bits, np.uint8), bitorder="little")[
-        chunk.offset:chunk.offset + len(chunk)].view(bool)
 
 
 def _ints(table: pa.Table, name: str) -> np.ndarray:
