@@ -231,7 +231,8 @@ def test_gpus_driven_by_processes_of_their_own_save_each_their_own(memory_store)
     # GPU 0's part of the steps by 100 µs, though GPU 1's operations, which the capture's steps move with, do not
     # move.
     from nsight_advisor.analysis.critical_path import device_units
-    from nsight_advisor.engine.whatif import StepModel, _saved
+    from nsight_advisor.engine.fix_replays import saved_ns as _saved
+    from nsight_advisor.engine.whatif import StepModel
 
     con = memory_store
     for pid, t0 in ((1, 0), (2, 40)):

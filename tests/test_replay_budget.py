@@ -1,4 +1,4 @@
-"""The what-if's replay budget (engine/whatif.py MAX_ANALYSIS_REPLAY_OPS): each rule's fix on all ranks is replayed
+"""The what-if's replay budget (engine/fix_replays.py MAX_ANALYSIS_REPLAY_OPS): each rule's fix on all ranks is replayed
 before the findings one by one, so a job too large for every finding's replay still has each rule's all-ranks
 saving; what the budget leaves out is counted, and what it lets in is the saving an unbounded analysis gives.
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsight_advisor.engine import whatif
+from nsight_advisor.engine import fix_replays, whatif
 from nsight_advisor.engine.combined_view import finding_subject
 
 
@@ -37,8 +37,8 @@ def test_a_short_budget_keeps_every_all_ranks_saving_and_counts_the_findings_it_
     group_count = len({(f.rule_id, finding_subject(f)) for f in findings if f.saving_all_ranks_ns is not None})
     assert group_count >= 2, "the DLRM job has rules firing on several ranks"
     # the all-ranks replays (a whole graph each) and room for about three findings' replays
-    per_finding = n // len(ids) + int(n * whatif.REPLAY_PASS_SHARE)
-    monkeypatch.setattr(whatif, "MAX_ANALYSIS_REPLAY_OPS", group_count * n + 3 * per_finding)
+    per_finding = n // len(ids) + int(n * fix_replays.REPLAY_PASS_SHARE)
+    monkeypatch.setattr(fix_replays, "MAX_ANALYSIS_REPLAY_OPS", group_count * n + 3 * per_finding)
     _cleared(findings)
     summary = whatif.attach_savings(con, ids, findings, model=model)
 
@@ -53,7 +53,7 @@ def test_a_short_budget_keeps_every_all_ranks_saving_and_counts_the_findings_it_
     assert summary["findings"] == replayed and summary["findings_not_replayed"] == left
 
     # without a bound again: every finding with a fix has its saving
-    monkeypatch.setattr(whatif, "MAX_ANALYSIS_REPLAY_OPS", 10 ** 12)
+    monkeypatch.setattr(fix_replays, "MAX_ANALYSIS_REPLAY_OPS", 10 ** 12)
     _cleared(findings)
     whatif.attach_savings(con, ids, findings, model=model)
     assert {id(f): (f.saving_ns, f.critical_path_pct, f.saving_all_ranks_ns) for f in findings} == unbounded

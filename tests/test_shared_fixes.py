@@ -33,7 +33,7 @@ def _finding(rule: str, capture: int, saving: int | None, subject: str = "k") ->
 
 
 def _scaled(*ops: int) -> dict[str, tuple]:
-    """A sparse kernel change (whatif._sparse's form): the ops it scales, at half their time."""
+    """A sparse kernel change (fix_replays.sparse's form): the ops it scales, at half their time."""
     return {"own_scale": (np.array(ops), np.full(len(ops), 0.5))}
 
 

@@ -196,7 +196,8 @@ def test_an_idle_findings_gaps_are_its_longest_until_they_hold_its_impact(memory
 def test_fixes_kept_sparse_combine_as_the_dense_changes_do():
     """A job keeps every finding's change for its fixes on all ranks at once, as the ops each alters
     (engine/whatif.py ``_sparse``): combined, they equal the dense changes combined, to the bit."""
-    from nsight_advisor.engine.whatif import _combine_sparse, _sparse, combine_changes
+    from nsight_advisor.engine.fix_replays import combine_sparse, sparse
+    from nsight_advisor.engine.whatif import combine_changes
 
     rng = np.random.default_rng(7)
     n = 2_000
@@ -208,7 +209,7 @@ def test_fixes_kept_sparse_combine_as_the_dense_changes_do():
             change["host_lag_scale"] = np.where(rng.random(n) < 0.2, rng.uniform(0.0, 0.9, n), 1.0)
         changes.append(change)
     dense = combine_changes(changes)
-    kept = _combine_sparse([_sparse(c) for c in changes], n)
+    kept = combine_sparse([sparse(c) for c in changes], n)
     assert dense.keys() == kept.keys()
     for key in dense:
         assert dense[key].dtype == kept[key].dtype

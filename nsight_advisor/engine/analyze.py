@@ -166,20 +166,20 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     mark_paced(findings, pacing)
     findings, accounts = settle_impacts(con, captures, findings)
     reword_paced(findings, pacing)
+    breakdowns = attach_regions(con, captures, findings)
+    attach_source_frames(con, findings)
     found_steps = steps_of(con, capture_ids, {c: iterations.get(c) for c in capture_ids})
-    if found_steps:  # the replay's numpy and pandas only where there is a step to replay
-        from nsight_advisor.engine.whatif import (MAX_ANALYSIS_OPS, MAX_ANALYSIS_STEPS, attach_savings,
-                                                  graph_candidates, step_model)
+    if found_steps:  # the replay's numpy only where there is a step to replay
+        from nsight_advisor.engine.whatif import MAX_ANALYSIS_OPS, MAX_ANALYSIS_STEPS, savings_replays, step_model
 
         model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS,
                            found=found_steps)
-        savings = attach_savings(con, capture_ids, findings, model=model)
-        if savings["captures"]:
-            summary["savings"] = savings
+        replays = savings_replays(con, capture_ids, findings, model=model, candidates=True)
+        if replays is not None:
+            with replays:  # shared with a forked child where it can (engine/fix_replays.py)
+                replays.start()
+                summary["savings"], summary["graph_candidates"] = replays.finish()
             findings.sort(key=finding_rank)  # stable: the findings without a saving keep their order
-            summary["graph_candidates"] = graph_candidates(model)
-    breakdowns = attach_regions(con, captures, findings)
-    attach_source_frames(con, findings)
     public = []
     for c in captures:
         cap = _public_capture(c)

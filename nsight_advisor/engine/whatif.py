@@ -20,7 +20,7 @@ from nsight_advisor.analysis.iterations import _quantile
 from nsight_advisor.analysis.steps import Steps, steps_of
 from nsight_advisor.analysis.step_graph import KERNEL, StepGraph, build_graph
 from nsight_advisor.engine.finding_fixes import finding_gaps, fix_of
-from nsight_advisor.engine.shared_fixes import attach_shared_fixes
+from nsight_advisor.engine.fix_replays import SavingsReplays, sparse
 
 if TYPE_CHECKING:
     import duckdb
@@ -37,20 +37,6 @@ MAX_ANALYSIS_OPS = 250_000
 #: steps, scaled, are within 0.01% (low-tensor-core-use) and 1.3% (sync-stall) of those of 3,031 steps; 64 steps
 #: were 12.5% off on sync-stall, whose waits vary over longer stretches).
 MAX_ANALYSIS_STEPS = 256
-#: In an analysis, the replays together visit at most this many operations: each rule's fix on all ranks at once,
-#: then the findings in rank order (the rest keep saving_ns None and ``summary.savings.findings_not_replayed``
-#: counts them). A rank's finding in a job visits its rank's operations alone unless its fix moves a collective's
-#: last arrival (analysis/replay.py); when each replayed the whole graph, a job's cost grew with ranks squared (64
-#: DLRM ranks: 761 findings x 51k operations, 116 of the analysis's 210 s). Ten million is about ten seconds.
-MAX_ANALYSIS_REPLAY_OPS = 10_000_000
-#: What a finding's replay costs beyond the operations it visits, counted against MAX_ANALYSIS_REPLAY_OPS as this
-#: share of the graph's operations: making its change whole again, copying the unchanged replay, finding the
-#: operations that moved and measuring their steps each take a pass over the graph (its fix, made before the
-#: replays, reads its capture's operations alone). On 256 DLRM ranks (205,000 operations) a finding's replay took
-#: about 3.3 ms, of which visiting its rank's 800 operations about 1 ms: the rest is 2,500 operations' worth.
-REPLAY_PASS_SHARE = 0.0125
-
-
 @dataclass
 class StepModel:
     """The graph of some captures' steps: per capture, its steps on the graph's clock and where they came from."""
@@ -238,121 +224,35 @@ def attach_savings(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], f
     idle-time findings) in a capture with steps; the others keep None. Returns the report's ``summary.savings``:
     the captures replayed, their steps, the findings given a saving and what the findings are ranked by.
     ``model``: the captures' step model when already built (None: they have no steps)."""
-    from nsight_advisor.engine.path_share import step_paths
+    replays = savings_replays(con, capture_ids, findings, model)
+    if replays is None:
+        return {"captures": [], "steps": 0, "findings": 0}
+    with replays:
+        replays.start()
+        return replays.finish()[0]
 
+
+def savings_replays(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], findings: list[Finding],
+                    model: StepModel | None | bool = True, *, candidates: bool = False) -> SavingsReplays | None:
+    """:func:`attach_savings` in two parts: this one reads the store (each finding's fix, as the operations it
+    alters); the replays it returns need no connection (engine/fix_replays.py: ``start()`` shares them with a
+    forked child where it can, while the caller runs other queries; ``finish()`` sets the findings' attributes and
+    returns ``(summary.savings, summary.graph_candidates)``, the latter where ``candidates``). None where no
+    capture has steps."""
     if model is True:  # none given: build it
         model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS)
     if not isinstance(model, StepModel):
-        return {"captures": [], "steps": 0, "findings": 0}
-    before = model.totals()
-    paths = step_paths(model.graph, model.steps, model.base, model.units)
+        return None
     eligible = [f for f in findings if f.capture_id in model.steps and f.impact_ns > 0]
     gaps = finding_gaps(con, model.graph, [f for f in eligible if f.internal.get("part", "kernel") == "idle"])
     # every finding's fix first (a pass over its capture's ops), kept as the ops it alters
     changes: dict[int, dict[str, Any]] = {}
     for f in eligible:
         change = fix_of(con, model.graph, f, gaps)
-        if change is None:  # a rule whose fix is not in the replay
-            continue
-        changes[id(f)] = _sparse(change)  # a job keeps one per finding: as whole-graph arrays, too much memory
-        f.critical_path_pct = paths.share_pct(f.capture_id, change, f.device_id)
+        if change is not None:  # None: a rule whose fix is not in the replay
+            changes[id(f)] = sparse(change)  # a job keeps one per finding: as whole-graph arrays, too much memory
     fixed = [f for f in eligible if id(f) in changes]
-    # then the replays, within MAX_ANALYSIS_REPLAY_OPS: each rule's fix on all ranks at once before the findings one
-    # by one (a job's table ranks a rule by its all-ranks saving; a finding visits its rank's ops and the passes
-    # around it, REPLAY_PASS_SHARE)
-    cost = {"ops": _all_ranks_savings(model, before, fixed, changes, MAX_ANALYSIS_REPLAY_OPS)}
-    sizes = dict(zip(*(x.tolist() for x in np.unique(model.graph.ops["capture_id"], return_counts=True))))
-    passes = int(len(model.graph) * REPLAY_PASS_SHARE)
-
-    def replayed(members: list[Finding]) -> int | None:
-        """What the steps save with the fixes of ``members`` (findings of one capture) at once; None where the
-        bound is reached."""
-        if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < sizes.get(members[0].capture_id, 0) + passes:
-            return None
-        cost["ops"] += passes
-        change = _combine_sparse([changes[id(f)] for f in members], len(model.graph))
-        return _saved(model, before, replay(model.graph, **change, cost=cost))
-
-    given = skipped = 0
-    for f in fixed:
-        f.saving_ns = replayed([f])
-        if f.saving_ns is None:
-            skipped += 1
-        else:
-            given += 1
-    # then the findings whose fixes change the same operations, together, within the same bound
-    groups = attach_shared_fixes(fixed, changes, replayed)
-    return {"captures": sorted(model.steps), "steps": sum(total for _kept, total in model.kept.values()),
-            "replayed_steps": sum(kept for kept, _total in model.kept.values()), "findings": given,
-            "ranked_by": "saving_ns" if given else "impact_ns",
-            **({"findings_not_replayed": skipped} if skipped else {}),
-            **({"shared_fix_groups": groups} if groups else {})}
-
-
-def _saved(model: StepModel, before: dict[tuple[int, int], float], after: tuple[np.ndarray, np.ndarray]) -> int:
-    """What the replayed steps got shorter in all (:meth:`StepModel.totals`: each capture's, or each GPU's of a
-    capture whose GPUs run processes of their own; the middle steps kept stand for all). Only the captures with an
-    op that moved are measured again: the others saved nothing."""
-    moved = model.moved(after)
-    now = model.totals(after, moved)
-    saved = 0.0
-    for key, was in before.items():
-        if key[0] not in moved:
-            continue
-        kept, total = model.kept.get(key[0], (1, 1))
-        saved += (was - now[key]) * total / kept
-    return max(int(round(saved)), 0)
-
-
-def _all_ranks_savings(model: StepModel, before: dict[tuple[int, int], float], findings: list[Finding],
-                       changes: dict[int, dict[str, Any]], budget: int) -> int:
-    """Set ``saving_all_ranks_ns`` on the findings of each rule and subject that fires on two or more ranks or GPUs:
-    their fixes applied at once, replayed within ``budget`` operations (ranks waiting for each other at a
-    collective gain nothing from one rank's fix alone); returns the operations used."""
-    from nsight_advisor.engine.combined_view import finding_subject
-
-    groups: dict[tuple[str, str], list[Finding]] = {}
-    for f in findings:
-        groups.setdefault((f.rule_id, finding_subject(f)), []).append(f)
-    used = 0
-    for members in groups.values():
-        if len({(f.capture_id, f.device_id) for f in members}) < 2 or budget - used < len(model.graph):
-            continue
-        used += len(model.graph)
-        together = _combine_sparse([changes[id(f)] for f in members], len(model.graph))
-        saved = _saved(model, before, replay(model.graph, **together))
-        for f in members:
-            f.saving_all_ranks_ns = saved
-    return used
-
-
-def _sparse(change: dict[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
-    """A change of the replay as the ops it alters: per key, their indexes and the scales (None for a mask). A
-    change is an array over the whole graph per key, and a job keeps one per finding (576 findings of 64 ranks:
-    a quarter of a gigabyte as arrays)."""
-    out = {}
-    for key, value in change.items():
-        value = np.asarray(value)
-        if value.dtype == bool:
-            out[key] = (np.flatnonzero(value), None)
-        else:
-            at = np.flatnonzero(value != 1)
-            out[key] = (at, value[at])
-    return out
-
-
-def _combine_sparse(changes: list[dict[str, tuple]], n: int) -> dict[str, Any]:
-    """:func:`combine_changes` of changes kept by :func:`_sparse`, over a graph of ``n`` ops."""
-    out: dict[str, Any] = {}
-    for change in changes:
-        for key, (at, scale) in change.items():
-            if key not in out:
-                out[key] = np.zeros(n, bool) if scale is None else np.ones(n)
-            if scale is None:
-                out[key][at] = True
-            else:
-                out[key][at] *= scale
-    return out
+    return SavingsReplays(model, fixed, changes, (lambda: graph_candidates(model)) if candidates else None)
 
 
 def combine_changes(changes: list[dict[str, Any]]) -> dict[str, Any]:

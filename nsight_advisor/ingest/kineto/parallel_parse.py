@@ -6,8 +6,7 @@ core. The 8 DLRM ranks parse in 0.2 to 0.3 s of a 0.35 to 0.45 s ingest, while t
 
 Why a fork here, when the store never forks an ingest worker (store/parallel_ingest.py starts fresh interpreters:
 a fork would copy the parent's DuckDB threads mid-flight): this child never touches DuckDB. It parses files into
-Python and Arrow objects, pickles them into a pipe and leaves with ``os._exit``, so nothing of the parent's store,
-connection, exit handlers or unflushed output is used or closed twice. Whatever goes wrong in it (a trace that
+Python and Arrow objects and hands them back (common/forked_child.py). Whatever goes wrong in it (a trace that
 cannot be read, an object that does not pickle, a crash, a signal), this process parses the child's traces itself
 afterwards: the error raised is then the first trace's in ``items`` order, and the store is the same, as with one
 process. What the child sends back (each batch in the order it was made, each trace's header, file status, notes
@@ -17,16 +16,13 @@ same points.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import pickle
-import select
-import signal
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from nsight_advisor.common.forked_child import Child
 
 #: Below this many bytes of traces in all (a gzipped trace counting :data:`GZIP_WEIGHT` times its size), the
 #: traces are parsed in this process: a fork and the hand-back cost about 10 to 20 ms, what two 50 kB gzipped
@@ -54,17 +50,17 @@ def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callabl
             done(path)
         return
     first, later = items[:split], items[split:]
-    child, reader = _fork(ing, later, parse_one)
+    child = _fork(ing, later, parse_one)
     started = time.monotonic()
     try:
         for cid, path in first:
             parse_one(cid, path)
             done(path)
     except BaseException:
-        _stop(child, reader)
+        child.stop()
         raise
     # the child's share is about this process's: one that takes many times longer is stuck, and is parsed here
-    payload = _collect(child, reader, WAIT_FACTOR * (time.monotonic() - started) + WAIT_MIN_S)
+    payload = _collect(child, WAIT_FACTOR * (time.monotonic() - started) + WAIT_MIN_S)
     if payload is not None:
         _replay(ing, payload)
         for _, path in later:
@@ -110,27 +106,9 @@ def _weight(path: Path) -> int:
     return size * GZIP_WEIGHT if path.name.endswith(".gz") else size
 
 
-def _fork(ing: Any, later: Sequence[tuple[int, Path]], parse_one: Callable[[int, Path], None]) -> tuple[int, int]:
-    """Start the child that parses ``later``; returns its pid and the read end of its pipe."""
-    reader, writer = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns of a fork in a process with threads (DuckDB's): this child uses none of their state
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: parse, send, leave without running anything of the parent's
-        status = 1
-        try:
-            os.close(reader)
-            payload = pickle.dumps(_parse(ing, later, parse_one), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(writer, "wb") as out:
-                out.write(payload)
-            status = 0
-        except BaseException:  # noqa: BLE001 - the parent reads these traces itself and raises what it finds
-            pass
-        finally:
-            os._exit(status)
-    os.close(writer)
-    return pid, reader
+def _fork(ing: Any, later: Sequence[tuple[int, Path]], parse_one: Callable[[int, Path], None]) -> Child:
+    """Start the child that parses ``later`` (common/forked_child.py)."""
+    return Child(lambda: _parse(ing, later, parse_one))
 
 
 def _parse(ing: Any, later: Sequence[tuple[int, Path]], parse_one: Callable[[int, Path], None]) -> dict:
@@ -149,42 +127,10 @@ def _rows_state(rows) -> dict:
     return {k: v for k, v in vars(rows).items() if k not in ("sink", "_handlers")}
 
 
-def _collect(pid: int, reader: int, wait_s: float) -> dict | None:
+def _collect(child: Child, wait_s: float) -> dict | None:
     """The child's payload once it has exited; None when it failed, or sent nothing within ``wait_s`` seconds (it
     is then ended)."""
-    chunks, deadline = [], time.monotonic() + wait_s
-    try:
-        while True:
-            ready, _, _ = select.select([reader], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:  # stuck: end it, parse here
-                _stop(pid, reader)
-                return None
-            chunk = os.read(reader, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    except BaseException:
-        _stop(pid, reader)
-        raise
-    os.close(reader)
-    _, status = os.waitpid(pid, 0)
-    data = b"".join(chunks)
-    if os.waitstatus_to_exitcode(status) != 0 or not data:
-        return None
-    try:
-        return pickle.loads(data)
-    except Exception:  # noqa: BLE001 - a payload cut short: parse here
-        return None
-
-
-def _stop(pid: int, reader: int) -> None:
-    """End the child (this process failed first, or the child is stuck) and close its pipe."""
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        os.close(reader)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
+    return child.result(wait_s)
 
 
 def _replay(ing: Any, payload: dict) -> None:
