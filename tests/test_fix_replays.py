@@ -13,6 +13,7 @@ import pytest
 from nsight_advisor.common import forked_child
 from nsight_advisor.common.forked_child import Child, Tickets
 from nsight_advisor.engine import fix_replays, whatif
+from nsight_advisor.engine.combined_view import finding_subject
 
 ATTRIBUTES = ("saving_ns", "critical_path_pct", "saving_all_ranks_ns", "shares_fix_with", "saving_together_ns")
 
@@ -95,17 +96,40 @@ def test_a_child_that_fails_leaves_its_share_to_this_process(analysed, monkeypat
     assert len(taken) < one[1]["findings"]  # the findings the child took are replayed here all the same
 
 
-def test_no_child_where_the_bound_could_be_reached(analysed, monkeypatch, children):
+def test_a_bound_reached_leaves_out_what_one_process_leaves_out(analysed, monkeypatch, children):
     con, ids, findings, model = analysed
     n = len(model.graph)
-    # room for every replay in rank order, but not for the worst case of each finding visiting the whole graph
-    monkeypatch.setattr(fix_replays, "MAX_ANALYSIS_REPLAY_OPS", n * (len(findings) // 2))
-    forked = []
-    monkeypatch.setattr(fix_replays, "Child", lambda work: forked.append(work))
-    got = _replayed(*analysed)
-    assert forked == []
-    monkeypatch.setattr(fix_replays, "can_fork", lambda: False)
-    assert _replayed(*analysed) == got
+    groups = len({(f.rule_id, finding_subject(f)) for f in findings if f.saving_all_ranks_ns is not None})
+    per_finding = n // len(ids) + int(n * fix_replays.REPLAY_PASS_SHARE)
+    # the all-ranks replays and room for a few findings' replays: both processes replay more, the bound keeps those
+    # one process would have replayed in rank order
+    monkeypatch.setattr(fix_replays, "MAX_ANALYSIS_REPLAY_OPS", groups * n + 5 * per_finding)
+    one = _one_process(analysed, monkeypatch)
+    assert groups >= 2 and 1 <= one[1]["findings"] <= 5 and one[1]["findings_not_replayed"] > 0
+    # what one process replaying the findings in turn gets, each replay checked against the operations spent so far
+    replays = whatif.savings_replays(con, ids, findings, model=model)
+    cost = {"ops": len(replays.groups) * n}
+    in_turn = [replays.replayed([f], cost) for f in replays.fixed]
+    assert [f.saving_ns for f in replays.fixed] == in_turn
+    assert _replayed(*analysed) == one
+    assert children == [True]
+
+
+def test_each_process_stops_at_the_bound_and_the_rest_is_replayed_as_needed(analysed, monkeypatch, children):
+    one = _one_process(analysed, monkeypatch)
+    # each process stops taking findings once it has spent the bound by its own count: here after one finding
+    # each, so the findings left are replayed by finish() in rank order (the bound itself lets them all in)
+    monkeypatch.setattr(fix_replays, "MAX_ANALYSIS_REPLAY_OPS", 10 ** 12)
+    real = fix_replays.SavingsReplays._by_ticket
+
+    def one_each(self):
+        with monkeypatch.context() as m:
+            m.setattr(fix_replays, "MAX_ANALYSIS_REPLAY_OPS", 0)
+            return real(self)
+
+    monkeypatch.setattr(fix_replays.SavingsReplays, "_by_ticket", one_each)
+    assert _replayed(*analysed) == one
+    assert children == [True]
 
 
 def test_tickets_are_each_taken_once_by_two_processes():

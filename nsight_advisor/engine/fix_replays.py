@@ -4,14 +4,16 @@ finding's alone, then the findings whose fixes change the same operations togeth
 The replays are Python loops over the step graph (analysis/replay.py), a fifth of a small job's analysis (the 8
 DLRM ranks: about 0.2 s, with the CUDA-graph candidates), and they need no connection. So a forked child
 (common/forked_child.py) takes a share: first each rule's all-ranks replay and the CUDA-graph candidates, while this
-process runs the caller's other queries (the regions) and the findings' shares of the critical path; then both take
-the findings one at a time from shared tickets, so that neither waits long for the other. The child sends back
-what it computed, and this process sets it, replays what a failed child left, and then the fixes together.
+process works out the findings' shares of the critical path; then both take the findings one at a time from shared
+tickets, so that neither waits long for the other. The child sends back what it computed; this process sets it,
+and then replays the fixes together. (Forked before the regions' queries instead, to run beside them, the child
+made them three times slower: every page DuckDB wrote in this process was copied first.)
 
 The result is the one a single process gets, to the bit: the same replays of the same graph, each starting from the
-unchanged replay. The replays' bound (:data:`MAX_ANALYSIS_REPLAY_OPS`) is checked finding by finding in rank order,
-so the work is shared only where no order can reach it; else, with one core, or where no child can be forked, all
-of it runs here in order.
+unchanged replay. The replays' bound (:data:`MAX_ANALYSIS_REPLAY_OPS`) is applied afterwards, finding by finding in
+rank order, as one process replaying them in turn applies it: a replay costs the same operations whenever it runs,
+so the savings it lets in are those computed, and a finding it lets in that neither process reached is replayed
+then. With one core, another Python thread running, or a child that fails, the rest runs here.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ CHILD_WAIT_S, CHILD_WAIT_FACTOR = 60.0, 10
 
 class SavingsReplays:
     """The replays of ``fixed`` (findings with a change in ``changes``, by ``id``: :func:`sparse` form) on
-    ``model`` (engine/whatif.py StepModel). :meth:`start` forks the child where the work is shared (module
-    docstring); :meth:`finish` does the rest, sets ``critical_path_pct``, ``saving_ns``, ``saving_all_ranks_ns``,
+    ``model`` (engine/whatif.py StepModel). :meth:`start` forks the child that shares them (module docstring);
+    :meth:`finish` does the rest, sets ``critical_path_pct``, ``saving_ns``, ``saving_all_ranks_ns``,
     ``shares_fix_with`` and ``saving_together_ns`` and returns the report's ``summary.savings`` and, where
     ``candidates`` is given, its value (``summary.graph_candidates``). Used as a context manager, a child still
     running when the block fails is ended."""
@@ -73,12 +75,10 @@ class SavingsReplays:
         self._close()
 
     def start(self) -> None:
-        """Fork the child that shares the replays, where they can be shared (module docstring)."""
-        worst = self.cost["ops"] + len(self.fixed) * (self.n + self.passes) + max(self.sizes.values()) + self.passes
-        if not self.fixed or worst > MAX_ANALYSIS_REPLAY_OPS or len(self.fixed) > Tickets.MAX or not can_fork():
-            return
-        self.tickets = Tickets(len(self.fixed))
-        self.child = Child(self._child_share)
+        """Fork the child that shares the replays, where it can (module docstring)."""
+        if self.fixed and len(self.fixed) <= Tickets.MAX and can_fork():
+            self.tickets = Tickets(len(self.fixed))
+            self.child = Child(self._child_share)
 
     def finish(self) -> tuple[dict, Any]:
         """The replays not done yet, here; returns ``(summary.savings, candidates)``."""
@@ -90,27 +90,28 @@ class SavingsReplays:
             f.critical_path_pct = paths.share_pct(f.capture_id, combine_sparse([self.changes[id(f)]], self.n),
                                                   f.device_id)
         started = time.monotonic()
-        savings: dict[int, int | None] = {}
+        each: dict[int, tuple[int | None, int]] = {}  # finding -> (its saving, the operations its replay cost)
+        all_ranks = found = None
         if self.child is not None:
-            ops = {"ops": 0}
-            while (i := self.tickets.take()) is not None:
-                savings[i] = self.replayed([fixed[i]], ops)
+            each.update(self._by_ticket())
             got = self.child.result(max(CHILD_WAIT_S, CHILD_WAIT_FACTOR * (time.monotonic() - started)))
             self._close()
             if got is not None:
-                all_ranks, found, theirs, their_ops = got
-                savings.update(theirs)
-                self.cost["ops"] += ops["ops"] + their_ops
-            else:  # the child failed: its share here (what this process replayed stands)
-                all_ranks, found = self._all_ranks(), self._candidates()
-                self.cost["ops"] += ops["ops"]
-                for i in range(len(fixed)):
-                    if i not in savings:
-                        savings[i] = self.replayed([fixed[i]], self.cost)
-        else:  # all of it here, in order: the all-ranks replays first, then the findings while the bound allows
+                all_ranks, found, theirs = got
+                each.update(theirs)
+        if all_ranks is None:  # no child, or it failed (what this process replayed stands)
             all_ranks, found = self._all_ranks(), self._candidates()
-            for i, f in enumerate(fixed):
-                savings[i] = self.replayed([f], self.cost)
+        # the bound, finding by finding in rank order, as one process replaying them in turn applies it: a replay
+        # costs the same operations whenever it runs, so only those it lets in count (a finding the processes
+        # left, each past the bound by its own count, is replayed here if the bound lets it in)
+        savings: dict[int, int | None] = {}
+        for i, f in enumerate(fixed):
+            if MAX_ANALYSIS_REPLAY_OPS - self.cost["ops"] < self.sizes.get(f.capture_id, 0) + self.passes:
+                savings[i] = None
+                continue
+            saving, ops = each[i] if i in each else self._one(i)
+            savings[i] = saving
+            self.cost["ops"] += ops
         for members, saved in zip(self.groups, all_ranks):
             for f in members:
                 f.saving_all_ranks_ns = saved
@@ -134,13 +135,26 @@ class SavingsReplays:
         change = combine_sparse([self.changes[id(f)] for f in members], self.n)
         return saved_ns(self.model, self.before, replay(self.model.graph, **change, cost=cost))
 
+    def _one(self, i: int) -> tuple[int | None, int]:
+        """Finding ``i``'s saving alone and the operations its replay cost (the bound aside: applied by
+        :meth:`finish`)."""
+        cost = {"ops": self.passes}
+        change = combine_sparse([self.changes[id(self.fixed[i])]], self.n)
+        return saved_ns(self.model, self.before, replay(self.model.graph, **change, cost=cost)), cost["ops"]
+
+    def _by_ticket(self) -> dict[int, tuple[int | None, int]]:
+        """Findings taken by ticket until none is left, or until this process alone has spent the bound (one process
+        could not have gone further: :meth:`finish` replays what it needs of the rest)."""
+        out, spent = {}, 0
+        while spent <= MAX_ANALYSIS_REPLAY_OPS and (i := self.tickets.take()) is not None:
+            out[i] = self._one(i)
+            spent += out[i][1]
+        return out
+
     def _child_share(self) -> tuple:
         """In the child: the all-ranks replays, the candidates, then findings by ticket; what it computed."""
         all_ranks, found = self._all_ranks(), self._candidates()
-        ops, savings = {"ops": 0}, {}
-        while (i := self.tickets.take()) is not None:
-            savings[i] = self.replayed([self.fixed[i]], ops)
-        return all_ranks, found, savings, ops["ops"]
+        return all_ranks, found, self._by_ticket()
 
     def _all_ranks(self) -> list[int]:
         """Each all-ranks group's saving (its members' fixes at once)."""
