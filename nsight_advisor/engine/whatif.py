@@ -37,6 +37,8 @@ MAX_ANALYSIS_OPS = 250_000
 #: steps, scaled, are within 0.01% (low-tensor-core-use) and 1.3% (sync-stall) of those of 3,031 steps; 64 steps
 #: were 12.5% off on sync-stall, whose waits vary over longer stretches).
 MAX_ANALYSIS_STEPS = 256
+
+
 @dataclass
 class StepModel:
     """The graph of some captures' steps: per capture, its steps on the graph's clock and where they came from."""
@@ -236,8 +238,7 @@ def savings_replays(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], 
                     model: StepModel | None | bool = True, *, candidates: bool = False) -> SavingsReplays | None:
     """:func:`attach_savings` in two parts: this one reads the store (each finding's fix, as the operations it
     alters); the replays it returns need no connection (engine/fix_replays.py: ``start()`` shares them with a
-    forked child where it can, while the caller runs other queries; ``finish()`` sets the findings' attributes and
-    returns ``(summary.savings, summary.graph_candidates)``, the latter where ``candidates``). None where no
+    forked child where it can; ``finish()`` sets the findings' attributes and returns ``(summary.savings, summary.graph_candidates)``, the latter where ``candidates``). None where no
     capture has steps."""
     if model is True:  # none given: build it
         model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS)
