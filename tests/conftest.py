@@ -71,3 +71,16 @@ def dlrm_job(dlrm_ranks):
     con, ids = workflow.load(dlrm_ranks)
     yield con, ids
     con.close()
+
+
+@pytest.fixture(scope="module")
+def dlrm_analysed(dlrm_job):
+    """The DLRM job analysed, with its step model as the analysis builds it: ``(connection, capture ids, findings,
+    model)``, or skip."""
+    from nsight_advisor.engine import whatif
+    from nsight_advisor.engine.analyze import run_analysis
+
+    con, ids = dlrm_job
+    result = run_analysis(con, ids)
+    model = whatif.step_model(con, ids, max_ops=whatif.MAX_ANALYSIS_OPS, max_steps=whatif.MAX_ANALYSIS_STEPS)
+    return con, ids, result.findings, model

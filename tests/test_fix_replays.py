@@ -18,16 +18,6 @@ from nsight_advisor.engine.combined_view import finding_subject
 ATTRIBUTES = ("saving_ns", "critical_path_pct", "saving_all_ranks_ns", "shares_fix_with", "saving_together_ns")
 
 
-@pytest.fixture(scope="module")
-def analysed(dlrm_job):
-    from nsight_advisor.engine.analyze import run_analysis
-
-    con, ids = dlrm_job
-    result = run_analysis(con, ids)
-    model = whatif.step_model(con, ids, max_ops=whatif.MAX_ANALYSIS_OPS, max_steps=whatif.MAX_ANALYSIS_STEPS)
-    return con, ids, result.findings, model
-
-
 @pytest.fixture
 def children(monkeypatch) -> list[bool]:
     """Forks allowed (the suite's process may hold other threads); for each child, whether it delivered."""
@@ -62,18 +52,18 @@ def _one_process(analysed, monkeypatch) -> tuple:
         return _replayed(*analysed)
 
 
-def test_two_processes_give_what_one_gives(analysed, monkeypatch, children):
-    one = _one_process(analysed, monkeypatch)
+def test_two_processes_give_what_one_gives(dlrm_analysed, monkeypatch, children):
+    one = _one_process(dlrm_analysed, monkeypatch)
     assert sum(saving is not None for saving, *_ in one[0]) >= 50  # the DLRM job's findings with a saving
     assert any(all_ranks is not None for _s, _p, all_ranks, *_ in one[0])
     assert one[1]["findings"] >= 50 and one[2]["candidates"]
     assert children == []
-    assert _replayed(*analysed) == one
+    assert _replayed(*dlrm_analysed) == one
     assert children == [True]  # the child delivered its share
 
 
-def test_a_child_that_fails_leaves_its_share_to_this_process(analysed, monkeypatch, children):
-    one = _one_process(analysed, monkeypatch)
+def test_a_child_that_fails_leaves_its_share_to_this_process(dlrm_analysed, monkeypatch, children):
+    one = _one_process(dlrm_analysed, monkeypatch)
     parent, taken = os.getpid(), []
 
     def fails(self):
@@ -91,32 +81,32 @@ def test_a_child_that_fails_leaves_its_share_to_this_process(analysed, monkeypat
 
     monkeypatch.setattr(fix_replays.SavingsReplays, "_child_share", fails)
     monkeypatch.setattr(Tickets, "take", take)
-    assert _replayed(*analysed) == one
+    assert _replayed(*dlrm_analysed) == one
     assert children == [False]
     assert len(taken) < one[1]["findings"]  # the findings the child took are replayed here all the same
 
 
-def test_a_bound_reached_leaves_out_what_one_process_leaves_out(analysed, monkeypatch, children):
-    con, ids, findings, model = analysed
+def test_a_bound_reached_leaves_out_what_one_process_leaves_out(dlrm_analysed, monkeypatch, children):
+    con, ids, findings, model = dlrm_analysed
     n = len(model.graph)
     groups = len({(f.rule_id, finding_subject(f)) for f in findings if f.saving_all_ranks_ns is not None})
     per_finding = n // len(ids) + int(n * fix_replays.REPLAY_PASS_SHARE)
     # the all-ranks replays and room for a few findings' replays: both processes replay more, the bound keeps those
     # one process would have replayed in rank order
     monkeypatch.setattr(fix_replays, "MAX_ANALYSIS_REPLAY_OPS", groups * n + 5 * per_finding)
-    one = _one_process(analysed, monkeypatch)
+    one = _one_process(dlrm_analysed, monkeypatch)
     assert groups >= 2 and 1 <= one[1]["findings"] <= 5 and one[1]["findings_not_replayed"] > 0
     # what one process replaying the findings in turn gets, each replay checked against the operations spent so far
     replays = whatif.savings_replays(con, ids, findings, model=model)
     cost = {"ops": len(replays.groups) * n}
     in_turn = [replays.replayed([f], cost) for f in replays.fixed]
     assert [f.saving_ns for f in replays.fixed] == in_turn
-    assert _replayed(*analysed) == one
+    assert _replayed(*dlrm_analysed) == one
     assert children == [True]
 
 
-def test_each_process_stops_at_the_bound_and_the_rest_is_replayed_as_needed(analysed, monkeypatch, children):
-    one = _one_process(analysed, monkeypatch)
+def test_each_process_stops_at_the_bound_and_the_rest_is_replayed_as_needed(dlrm_analysed, monkeypatch, children):
+    one = _one_process(dlrm_analysed, monkeypatch)
     # each process stops taking findings once it has spent the bound by its own count: here after one finding
     # each, so the findings left are replayed by finish() in rank order (the bound itself lets them all in)
     monkeypatch.setattr(fix_replays, "MAX_ANALYSIS_REPLAY_OPS", 10 ** 12)
@@ -128,7 +118,7 @@ def test_each_process_stops_at_the_bound_and_the_rest_is_replayed_as_needed(anal
             return real(self)
 
     monkeypatch.setattr(fix_replays.SavingsReplays, "_by_ticket", one_each)
-    assert _replayed(*analysed) == one
+    assert _replayed(*dlrm_analysed) == one
     assert children == [True]
 
 

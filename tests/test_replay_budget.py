@@ -7,20 +7,8 @@ holds the all-ranks replays and a few findings' replays."""
 
 from __future__ import annotations
 
-import pytest
-
 from nsight_advisor.engine import fix_replays, whatif
 from nsight_advisor.engine.combined_view import finding_subject
-
-
-@pytest.fixture(scope="module")
-def analysed(dlrm_job):
-    from nsight_advisor.engine.analyze import run_analysis
-
-    con, ids = dlrm_job
-    result = run_analysis(con, ids)
-    model = whatif.step_model(con, ids, max_ops=whatif.MAX_ANALYSIS_OPS, max_steps=whatif.MAX_ANALYSIS_STEPS)
-    return con, ids, result.findings, model
 
 
 def _cleared(findings):
@@ -30,8 +18,8 @@ def _cleared(findings):
     return kept
 
 
-def test_a_short_budget_keeps_every_all_ranks_saving_and_counts_the_findings_it_leaves(analysed, monkeypatch):
-    con, ids, findings, model = analysed
+def test_a_short_budget_keeps_every_all_ranks_saving_and_counts_the_findings_it_leaves(dlrm_analysed, monkeypatch):
+    con, ids, findings, model = dlrm_analysed
     unbounded = {id(f): (f.saving_ns, f.critical_path_pct, f.saving_all_ranks_ns) for f in findings}
     n = len(model.graph)
     group_count = len({(f.rule_id, finding_subject(f)) for f in findings if f.saving_all_ranks_ns is not None})
