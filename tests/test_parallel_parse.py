@@ -168,7 +168,7 @@ def test_fork_split(tmp_path, monkeypatch):
     assert parallel_parse.fork_split(files(3 * mib, mib, mib, mib)) == 1  # half the bytes, not half the traces
     assert parallel_parse.fork_split(files(mib, mib, mib, 3 * mib)) == 3  # the child always gets one
     assert parallel_parse.fork_split(files(70_000, 70_000, suffix=".json.gz")) == 1  # gzip counts 8 times
-    monkeypatch.setattr(parallel_parse.os, "sched_getaffinity", lambda _pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
     assert parallel_parse.fork_split(files(mib, mib)) is None  # one core
 
 

@@ -27,11 +27,19 @@ from typing import Any, Callable
 
 
 def can_fork() -> bool:
-    """Whether a child can be forked to good effect: ``fork`` exists, two cores are usable, and no other Python
-    thread runs (one may hold a lock, an import's, that the child would wait for forever)."""
-    if not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
-        return False
-    return threading.active_count() == 1 and len(os.sched_getaffinity(0)) >= 2
+    """Whether a child can be forked to good effect: no other Python thread runs and :func:`two_cores`."""
+    return not other_threads() and two_cores()
+
+
+def other_threads() -> bool:
+    """Whether another Python thread runs (the sqlite scanner's, store/ingest_instance.py; a library caller's): it
+    may hold a lock, an import's, that a forked child would wait for forever."""
+    return threading.active_count() > 1
+
+
+def two_cores() -> bool:
+    """Whether ``fork`` exists and this process may run on two cores or more."""
+    return hasattr(os, "fork") and hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) >= 2
 
 
 class Child:

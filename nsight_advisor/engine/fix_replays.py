@@ -106,11 +106,10 @@ class SavingsReplays:
         # left, each past the bound by its own count, is replayed here if the bound lets it in)
         savings: dict[int, int | None] = {}
         for i, f in enumerate(fixed):
-            if MAX_ANALYSIS_REPLAY_OPS - self.cost["ops"] < self.sizes.get(f.capture_id, 0) + self.passes:
+            if not self._fits(f.capture_id, self.cost):
                 savings[i] = None
                 continue
-            saving, ops = each[i] if i in each else self._one(i)
-            savings[i] = saving
+            savings[i], ops = each[i] if i in each else self._saving([f])
             self.cost["ops"] += ops
         for members, saved in zip(self.groups, all_ranks):
             for f in members:
@@ -129,17 +128,22 @@ class SavingsReplays:
     def replayed(self, members: list[Finding], cost: dict[str, int]) -> int | None:
         """What the steps save with the fixes of ``members`` (findings of one capture) at once; None where the
         bound is reached (``cost["ops"]``: the operations used so far, increased by this replay's)."""
-        if MAX_ANALYSIS_REPLAY_OPS - cost["ops"] < self.sizes.get(members[0].capture_id, 0) + self.passes:
+        if not self._fits(members[0].capture_id, cost):
             return None
-        cost["ops"] += self.passes
-        change = combine_sparse([self.changes[id(f)] for f in members], self.n)
-        return saved_ns(self.model, self.before, replay(self.model.graph, **change, cost=cost))
+        saving, ops = self._saving(members)
+        cost["ops"] += ops
+        return saving
 
-    def _one(self, i: int) -> tuple[int | None, int]:
-        """Finding ``i``'s saving alone and the operations its replay cost (the bound aside: applied by
-        :meth:`finish`)."""
+    def _fits(self, capture_id: int, cost: dict[str, int]) -> bool:
+        """Whether the bound, with ``cost["ops"]`` spent, still holds a replay in ``capture_id``: its operations
+        and the passes around it."""
+        return MAX_ANALYSIS_REPLAY_OPS - cost["ops"] >= self.sizes.get(capture_id, 0) + self.passes
+
+    def _saving(self, members: list[Finding]) -> tuple[int | None, int]:
+        """What the steps save with the fixes of ``members`` at once, and the operations the replay cost (the passes
+        around it and the operations it visited), the bound aside."""
         cost = {"ops": self.passes}
-        change = combine_sparse([self.changes[id(self.fixed[i])]], self.n)
+        change = combine_sparse([self.changes[id(f)] for f in members], self.n)
         return saved_ns(self.model, self.before, replay(self.model.graph, **change, cost=cost)), cost["ops"]
 
     def _by_ticket(self) -> dict[int, tuple[int | None, int]]:
@@ -147,7 +151,7 @@ class SavingsReplays:
         could not have gone further: :meth:`finish` replays what it needs of the rest)."""
         out, spent = {}, 0
         while spent <= MAX_ANALYSIS_REPLAY_OPS and (i := self.tickets.take()) is not None:
-            out[i] = self._one(i)
+            out[i] = self._saving([self.fixed[i]])
             spent += out[i][1]
         return out
 

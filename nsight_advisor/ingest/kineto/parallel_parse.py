@@ -16,13 +16,11 @@ same points.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from nsight_advisor.common.forked_child import Child
+from nsight_advisor.common.forked_child import Child, other_threads as _other_threads, two_cores
 
 #: Below this many bytes of traces in all (a gzipped trace counting :data:`GZIP_WEIGHT` times its size), the
 #: traces are parsed in this process: a fork and the hand-back cost about 10 to 20 ms, what two 50 kB gzipped
@@ -74,11 +72,7 @@ def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callabl
 def fork_split(items: Sequence[tuple[int, Path]]) -> int | None:
     """Where ``items`` split between this process (before) and a forked child (from there on), about half of their
     bytes each; None when they are parsed here: fewer than two, too small in all, one core, or no ``fork``."""
-    if len(items) < 2 or not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
-        return None
-    if _other_threads():
-        return None
-    if len(os.sched_getaffinity(0)) < 2:
+    if len(items) < 2 or _other_threads() or not two_cores():
         return None
     sizes = [_weight(path) for _, path in items]
     total = sum(sizes)
@@ -90,12 +84,6 @@ def fork_split(items: Sequence[tuple[int, Path]]) -> int | None:
         if seen * 2 >= total:
             return index + 1
     return len(items) - 1
-
-
-def _other_threads() -> bool:
-    """Whether another Python thread runs (the sqlite scanner's, store/ingest_instance.py): it may hold a lock, an
-    import's, that a forked child would wait for forever."""
-    return threading.active_count() > 1
 
 
 def _weight(path: Path) -> int:
