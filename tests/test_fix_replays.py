@@ -144,6 +144,19 @@ def test_tickets_are_each_taken_once_by_two_processes():
     empty.close()
 
 
+def test_tickets_closed_twice_leave_the_file_that_took_their_number_open(tmp_path):
+    tickets = Tickets(2)
+    number = tickets.reader
+    tickets.close()
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    with open(path, "rb") as fh:
+        assert fh.fileno() == number  # the lowest free number: the pipe's
+        tickets.close()  # the early parse's stop after its finish: must not close this file
+        assert fh.read() == b"x"
+    assert tickets.take() is None
+
+
 def test_a_child_that_fails_or_hangs_gives_none_and_is_reaped():
     assert Child(lambda: {"value": [1, 2.5, "x"]}).result(60.0) == {"value": [1, 2.5, "x"]}
 

@@ -128,7 +128,9 @@ class Tickets:
         os.set_blocking(self.reader, False)
 
     def take(self) -> int | None:
-        """The next number; None once all are taken."""
+        """The next number; None once all are taken (or the tickets are closed)."""
+        if self.reader < 0:
+            return None
         try:
             data = os.read(self.reader, 4)
         except BlockingIOError:
@@ -136,5 +138,8 @@ class Tickets:
         return struct.unpack("<i", data)[0] if len(data) == 4 else None
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.reader)
+        """Close the pipe, once: a second close would close whatever file took its number since."""
+        if self.reader >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.reader)
+            self.reader = -1

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from nsight_advisor.common.forked_child import Child, other_threads as _other_threads, two_cores
+from nsight_advisor.ingest.kineto.early_parse import claim
 
 #: Below this many bytes of traces in all (a gzipped trace counting :data:`GZIP_WEIGHT` times its size), the
 #: traces are parsed in this process: a fork and the hand-back cost about 10 to 20 ms, what two 50 kB gzipped
@@ -41,6 +42,10 @@ def parse_traces(ing: Any, items: Sequence[tuple[int, Path]], parse_one: Callabl
 
     ``ing``: the ingest they are read into (ingest.kineto.trace's ``_Ingest``): a parse fills its ``headers``,
     ``stats``, ``rows``, ``note_rows`` and ``missing_rows`` and hands each batch to its ``append``."""
+    early = claim(items, keep_cpu_ops=not ing.defer_cpu_ops)  # parsed while the command line started
+    if early is not None:
+        early.finish(ing, items, parse_one, done)
+        return
     split = fork_split(items)
     if split is None:
         for cid, path in items:
@@ -107,12 +112,7 @@ def _parse(ing: Any, later: Sequence[tuple[int, Path]], parse_one: Callable[[int
     for cid, path in later:
         parse_one(cid, path)
     return {"batches": batches, "notes": ing.note_rows[notes:], "missing": ing.missing_rows[missing:],
-            "traces": [(cid, ing.headers[cid], ing.stats[cid], _rows_state(ing.rows[cid])) for cid, _ in later]}
-
-
-def _rows_state(rows) -> dict:
-    """An EventRows' counts and names after its parse, without its sink and handlers (bound to the child's objects)."""
-    return {k: v for k, v in vars(rows).items() if k not in ("sink", "_handlers")}
+            "traces": [(cid, ing.headers[cid], ing.stats[cid], ing.rows[cid].parsed_state()) for cid, _ in later]}
 
 
 def _collect(child: Child, wait_s: float) -> dict | None:
@@ -126,9 +126,7 @@ def _replay(ing: Any, payload: dict) -> None:
     from nsight_advisor.ingest.kineto.rows import EventRows
 
     for cid, header, stat, state in payload["traces"]:
-        rows = EventRows.__new__(EventRows)  # the parse is over: only its counts and names are read from now on
-        vars(rows).update(state)
-        ing.headers[cid], ing.stats[cid], ing.rows[cid] = header, stat, rows
+        ing.headers[cid], ing.stats[cid], ing.rows[cid] = header, stat, EventRows.restored(state)
     ing.note_rows.extend(payload["notes"])
     ing.missing_rows.extend(payload["missing"])
     for table, batch in payload["batches"]:

@@ -111,6 +111,19 @@ class EventRows:
             "cpu_op": self._cpu_op,
         }
 
+    def parsed_state(self) -> dict:
+        """The parse's counts and names once it is over, without its sink and handlers (bound to this object and
+        its sink's): what a forked child hands back of a parse it ran (ingest/kineto/parallel_parse.py)."""
+        return {k: v for k, v in vars(self).items() if k not in ("sink", "_handlers")}
+
+    @classmethod
+    def restored(cls, state: dict) -> "EventRows":
+        """The EventRows of a parse that ran elsewhere (:meth:`parsed_state`): its counts and names, read from now
+        on; it parses nothing more."""
+        rows = cls.__new__(cls)
+        vars(rows).update(state)
+        return rows
+
     # -- the loop -------------------------------------------------------------------------------------------
     def consume(self, events: Iterable) -> None:
         """Read every element of ``traceEvents``; InputError names the first event that cannot be read."""

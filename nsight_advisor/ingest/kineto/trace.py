@@ -37,6 +37,7 @@ from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.kineto.arrow_rows import ColumnTypeError, rows_table
 from nsight_advisor.ingest.kineto.header import CUDA_OPTION, write_header_tables
 from nsight_advisor.ingest.kineto.json_events import iter_events, read_header
+from nsight_advisor.ingest.kineto.early_parse import ParsedTrace
 from nsight_advisor.ingest.kineto.parallel_parse import parse_traces
 from nsight_advisor.ingest.kineto.ranges import write_ranges
 from nsight_advisor.ingest.kineto.rows import BATCH_ROWS, COLUMNS, DOMAINS, EventRows, MAX_NAME_CHARS
@@ -264,11 +265,23 @@ class _Ingest:
             raise InputError(text if text.startswith(str(path)) else f"{path}: {text}") from None
         except RecursionError:
             raise InputError(f"{path}: an event nested too deeply to be a trace event") from None
-        for table, n in sorted(rows.dropped.items()):
-            self.note(cid, table, n, "dropped events with a negative duration")
         # the file as it was read: classified (ingest.failures) checks it did not change while this parse ran, so
         # the capture row's size and time (the cache's key) describe what was read, whatever happens to it later
-        self.stats[cid] = path.stat()
+        self._parse_over(cid, rows, path.stat())
+
+    def parsed(self, cid: int, trace: ParsedTrace) -> None:
+        """Stage a trace parsed in another process (ingest/kineto/early_parse.py) through the calls its parse
+        here would have made, in the same order: the same batches, flushed at the same points."""
+        self.headers[cid] = trace.header
+        rows = self.rows[cid] = EventRows.restored(trace.state)
+        for table, columns, batch in trace.batches:
+            self.write(cid, table, columns, batch)
+        self._parse_over(cid, rows, trace.stat)
+
+    def _parse_over(self, cid: int, rows: EventRows, stat: os.stat_result) -> None:
+        for table, n in sorted(rows.dropped.items()):
+            self.note(cid, table, n, "dropped events with a negative duration")
+        self.stats[cid] = stat
 
     def after_events(self) -> None:
         """Once every trace is parsed: the last batches in, each GPU row's launching process and thread."""
