@@ -331,6 +331,14 @@ def ingest(*paths: str | Path, store: str | Path, progress: bool = False, execut
                                     executor=executor_from_options(executor, ray_address))
 
 
+def parsing_early(paths: Sequence[str | Path]):
+    """A context within which the small PyTorch traces at ``paths`` are parsed by a child forked on entry, while
+    this process imports and prepares; their ingest within it takes the parse (ingest/kineto/early_parse.py)."""
+    from nsight_advisor.ingest.kineto.early_parse import parsing_early as early
+
+    return early(paths)
+
+
 def describe(path: str | Path, format: str = "text") -> str:
     """``info``: a capture's tool and version, GPUs, duration, rows per table and what it lacks, as text or JSON
     (never its environment tables)."""

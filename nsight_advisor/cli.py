@@ -234,10 +234,10 @@ def analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, 
       nsight-advisor analyze report.sqlite --window 2.5:8 --gpu "H100 SXM"
       nsight-advisor analyze rank*.pt.trace.json.gz --executor ray --ray-address head-node:6379
     """
-    from nsight_advisor.ingest.kineto.early_parse import parsing_early
+    from nsight_advisor import api
 
     # small PyTorch traces parse in a forked child while the imports below run (a --store may hold them already)
-    with parsing_early(captures if store_path is None and executor != "ray" else ()):
+    with api.parsing_early(captures if store_path is None and executor != "ray" else ()):
         return _analyze(captures, output, fmt, fail_on, rules_dirs, config_path, overrides, select, ignore,
                         store_path, no_cache, window, gpu_model, baseline, executor, ray_address, quiet)
 
@@ -353,11 +353,9 @@ def ingest(captures, store_path, executor, ray_address, quiet):
     Example:
       nsight-advisor ingest rank0.sqlite rank1.sqlite --store run.duckdb
     """
-    from nsight_advisor.ingest.kineto.early_parse import parsing_early
+    from nsight_advisor import api
 
-    with parsing_early(captures if executor != "ray" else ()):  # as analyze's
-        from nsight_advisor import api
-
+    with api.parsing_early(captures if executor != "ray" else ()):  # as analyze's
         ids = api.ingest(*captures, store=store_path, progress=_progress_enabled(quiet), executor=executor,
                          ray_address=ray_address)
     _out(f"ingested {len(ids)} capture(s) into {store_path} (capture_id {', '.join(map(str, ids))})")

@@ -122,14 +122,14 @@ def _in_the_child(monkeypatch, tmp_path: Path, then) -> None:
     the child has taken one (so that the child's share is never empty)."""
     parent, real, taken = os.getpid(), early_parse.parse_trace, tmp_path / "child-took-one"
 
-    def parse_trace(path):
+    def parse_trace(path, *args):
         if os.getpid() != parent:
             taken.touch()
             then()
         deadline = time.monotonic() + 10
         while not taken.exists() and time.monotonic() < deadline:
             time.sleep(0.005)
-        return real(path)
+        return real(path, *args)
 
     monkeypatch.setattr(early_parse, "parse_trace", parse_trace)
 
@@ -151,6 +151,19 @@ def test_a_child_that_hangs_is_ended_and_its_trace_parsed_here(dlrm_ranks, tmp_p
     monkeypatch.setattr(early_parse, "WAIT_MIN_S", 0.5)
     assert _store(items, early=True) == one
     assert len(finished[0]["parse_one"]) == 1 and finished[0]["here"] == 3
+    _no_child_left()
+
+
+def test_rows_beyond_the_bound_are_left_to_the_streaming_parse(dlrm_ranks, monkeypatch, finished):
+    items = list(enumerate(dlrm_ranks[:4], start=1))
+    one = _store(items, early=False)
+    rows = [sum(len(b) for _, _, b in early_parse.parse_trace(path).batches) for path in dlrm_ranks[:4]]
+    assert early_parse.parse_trace(dlrm_ranks[0], rows[0] - 1) is None  # a trace of more rows than allowed
+    # room for one trace a process: each parses one, then the ingest streams the two left (a gzip bomb's fate)
+    monkeypatch.setattr(early_parse, "MAX_HELD_ROWS", max(rows) + 1)
+    assert _store(items, early=True) == one
+    assert finished[0]["here"] <= 2 and len(finished[0]["parse_one"]) >= 2
+    assert finished[0]["here"] + len(finished[0]["parse_one"]) <= 4  # the child parsed at least one
     _no_child_left()
 
 

@@ -72,6 +72,21 @@ def test_dlrm_html_opens_with_the_job(dlrm):
         < main.index('id="job-findings"') < main.index('<details class="per-rank"') < main.index('id="captures"')
 
 
+def test_names_on_dicts_read_as_jinja_reads_them(dlrm, monkeypatch):
+    import jinja2
+
+    from nsight_advisor.report import html
+
+    ours = render(dlrm, "html")
+    monkeypatch.setattr(html._Environment, "getattr", jinja2.Environment.getattr)  # Jinja's own lookup
+    assert render(dlrm, "html") == ours
+    env = html._Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    page = env.from_string("{{ d.a }} {{ d.items is callable }} {{ d.get('a') }} {{ o.real }}")
+    assert page.render(d={"a": "<1>", "items": 2}, o=3) == "&lt;1&gt; True &lt;1&gt; 3"  # a method stays a method
+    with pytest.raises(jinja2.UndefinedError):
+        env.from_string("{{ d.missing }}").render(d={"a": 1})
+
+
 def _replicated(result, copies: int):
     """The DLRM job as if it had ``copies`` times its 8 ranks: every capture, finding and rank row repeated under new
     capture ids and ranks (rank r of copy k is rank 8k + r). The page's layout at 256 ranks is what this checks; the

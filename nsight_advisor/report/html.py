@@ -31,9 +31,28 @@ OPEN_EVIDENCE = 3
 BAR_COLORS = {"error": "#b42318", "warning": "#d98a00", "info": "#1f5fa8"}
 
 
+class _Environment(jinja2.Environment):
+    """Jinja's environment, with ``x.name`` on a plain dict looked up as the key first.
+
+    The report's data is dicts, and Jinja's ``getattr`` tries the attribute first: for a dict that fails and raises,
+    then the key is looked up. The template reads about 30,000 such names for the 8 DLRM ranks: 20 ms of a 80 ms
+    render. A dict has no attribute but its methods, so for any other name the result is the same."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass  # Jinja's own lookup makes the undefined value
+        return super().getattr(obj, attribute)
+
+
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    return _Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         bytecode_cache=_bytecode_cache(),
         autoescape=True,

@@ -38,6 +38,9 @@ from nsight_advisor.ingest.gc_pause import gc_paused
 MAX_EARLY_BYTES = 64 << 20
 #: A gzipped trace's JSON is about this many times its size on disk (as store/parallel_ingest.py counts it).
 GZIP_WEIGHT = 8
+#: Each process holds at most this many parsed rows (about 0.4 kB each as Python objects): a file that
+#: decompresses to far more than its size says (a gzip bomb) is left to the ingest's own parse, which streams.
+MAX_HELD_ROWS = 500_000
 #: Once this process has parsed what the child had not begun, in T seconds, the child (parsing one trace at most by
 #: then) is waited for WAIT_FACTOR * T + WAIT_MIN_S seconds: one that takes longer is stuck, and is ended.
 WAIT_FACTOR, WAIT_MIN_S = 10, 30.0
@@ -157,28 +160,44 @@ def _utf8(text: str) -> bool:
 
 
 def _parse_taken(paths: list[Path], tickets: Tickets) -> dict[int, ParsedTrace]:
-    """Parse the traces whose numbers this process takes from ``tickets``, until none are left or one cannot be
-    read here (the ingest reads that one itself; the rest would be in vain)."""
+    """Parse the traces whose numbers this process takes from ``tickets``, until none are left, or one cannot be
+    read here or would take the rows held past :data:`MAX_HELD_ROWS` (the ingest reads that one and those left
+    itself, streaming)."""
     parsed: dict[int, ParsedTrace] = {}
+    held = 0
     while (index := tickets.take()) is not None:
-        trace = parse_trace(paths[index])
+        trace = parse_trace(paths[index], MAX_HELD_ROWS - held)
         if trace is None:
             break
         parsed[index] = trace
+        held += sum(len(batch) for _, _, batch in trace.batches)
     return parsed
 
 
-def parse_trace(path: Path) -> ParsedTrace | None:
-    """The trace at ``path`` parsed as the ingest parses it, its batches kept; None when it cannot be read, or
-    changed while it was (the ingest's own parse then says why)."""
+class _TooManyRows(Exception):
+    pass
+
+
+def parse_trace(path: Path, max_rows: int = MAX_HELD_ROWS) -> ParsedTrace | None:
+    """The trace at ``path`` parsed as the ingest parses it, its batches kept; None when it cannot be read, changed
+    while it was (the ingest's own parse then says why), or holds more than ``max_rows`` rows."""
     from nsight_advisor.ingest.kineto.json_events import iter_events, read_header
     from nsight_advisor.ingest.kineto.rows import EventRows
 
     batches: list[tuple] = []
+    held = 0
+
+    def keep(table: str, columns: tuple, batch: list) -> None:
+        nonlocal held
+        held += len(batch)
+        if held > max_rows:
+            raise _TooManyRows
+        batches.append((table, columns, batch))
+
     try:
         before = _identity(os.stat(path))
         header = read_header(path)
-        rows = EventRows(lambda table, columns, batch: batches.append((table, columns, batch)))
+        rows = EventRows(keep)
         with gc_paused():
             rows.consume(iter_events(path))
         stat = os.stat(path)
