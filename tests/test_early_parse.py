@@ -3,21 +3,15 @@ store, and the errors, of a parse in one process; a parse nobody claims is ended
 
 from __future__ import annotations
 
-import gzip
 import os
 import time
 from pathlib import Path
 
 import pytest
 
+from kineto_stores import broken, ingested
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.kineto import early_parse, parallel_parse
-from nsight_advisor.ingest.kineto.trace import ingest_kineto_many
-from nsight_advisor.store.database import connect
-
-TABLES = ("captures", "gpus", "kernels", "kernel_names", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges",
-          "nvtx_domains", "cpu_ops", "collectives", "capture_distributed", "kernel_occupancy", "capture_missing",
-          "ingest_notes")
 
 
 @pytest.fixture(autouse=True)
@@ -58,31 +52,13 @@ def finished(monkeypatch) -> list[dict]:
 
 def _store(items, *, early: bool, paths=None) -> dict:
     with early_parse.parsing_early((paths if paths is not None else [p for _, p in items]) if early else ()):
-        con = connect(None)
-        try:
-            ingest_kineto_many(con, items)
-            got = {t: con.execute(f"select * exclude (ingested_at) from {t} order by all" if t == "captures"
-                                  else f"select * from {t} order by all").fetchall() for t in TABLES}
-            # the notes in the order they were written, as one process writes them
-            got["order"] = [con.execute(f"select capture_id, data from {t}").fetchall()
-                            for t in ("capture_missing", "ingest_notes")]
-            return got
-        finally:
-            con.close()
+        return ingested(items)
 
 
 def _error(items, *, early: bool) -> str:
     with pytest.raises(InputError) as info:
         _store(items, early=early)
     return str(info.value)
-
-
-def _broken(tmp_path: Path, source: Path, name: str) -> Path:
-    """``source`` cut in the middle of its JSON, gzipped again (a readable gzip, an unreadable trace)."""
-    text = gzip.decompress(source.read_bytes())
-    path = tmp_path / name
-    path.write_bytes(gzip.compress(text[: len(text) // 2]))
-    return path
 
 
 def _no_child_left() -> None:
@@ -107,8 +83,8 @@ def test_capture_ids_are_the_ingests_not_the_order_of_the_parse(dlrm_ranks, fini
 
 
 def test_an_unreadable_trace_raises_what_one_process_raises(dlrm_ranks, tmp_path, finished):
-    first = _broken(tmp_path, dlrm_ranks[1], "second.pt.trace.json.gz")
-    last = _broken(tmp_path, dlrm_ranks[3], "fourth.pt.trace.json.gz")
+    first = broken(tmp_path, dlrm_ranks[1], "second.pt.trace.json.gz")
+    last = broken(tmp_path, dlrm_ranks[3], "fourth.pt.trace.json.gz")
     items = list(enumerate([dlrm_ranks[0], first, dlrm_ranks[2], last], start=1))
     message = _error(items, early=True)
     assert finished[0]["parse_one"] == ["second.pt.trace.json.gz"]  # the first it could not read, read here

@@ -3,20 +3,14 @@ of one process."""
 
 from __future__ import annotations
 
-import gzip
 import os
 from pathlib import Path
 
 import pytest
 
+from kineto_stores import broken, ingested
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.kineto import parallel_parse
-from nsight_advisor.ingest.kineto.trace import ingest_kineto_many
-from nsight_advisor.store.database import connect
-
-TABLES = ("captures", "gpus", "kernels", "kernel_names", "api_calls", "memcpys", "memsets", "syncs", "nvtx_ranges",
-          "nvtx_domains", "cpu_ops", "collectives", "capture_distributed", "kernel_occupancy", "capture_missing",
-          "ingest_notes")
 
 
 @pytest.fixture
@@ -51,31 +45,13 @@ def _store(items, monkeypatch, *, fork: bool) -> dict:
     with monkeypatch.context() as m:
         if not fork:
             m.setattr(parallel_parse, "MIN_FORK_BYTES", 1 << 62)
-        con = connect(None)
-        try:
-            ingest_kineto_many(con, items)
-            got = {t: con.execute(f"select * exclude (ingested_at) from {t} order by all" if t == "captures"
-                                  else f"select * from {t} order by all").fetchall() for t in TABLES}
-            # the notes in the order they were written, as one process writes them
-            got["order"] = [con.execute(f"select capture_id, data from {t}").fetchall()
-                            for t in ("capture_missing", "ingest_notes")]
-            return got
-        finally:
-            con.close()
+        return ingested(items)
 
 
 def _error(items, monkeypatch, *, fork: bool) -> str:
     with pytest.raises(InputError) as info:
         _store(items, monkeypatch, fork=fork)
     return str(info.value)
-
-
-def _broken(tmp_path: Path, source: Path, name: str) -> Path:
-    """``source`` cut in the middle of its JSON, gzipped again (a readable gzip, an unreadable trace)."""
-    text = gzip.decompress(source.read_bytes())
-    path = tmp_path / name
-    path.write_bytes(gzip.compress(text[: len(text) // 2]))
-    return path
 
 
 def test_the_dlrm_ranks_parsed_in_two_processes_give_the_store_of_one(ranks, monkeypatch, delivered):
@@ -89,7 +65,7 @@ def test_the_dlrm_ranks_parsed_in_two_processes_give_the_store_of_one(ranks, mon
 
 
 def test_a_trace_the_child_cannot_read_raises_what_one_process_raises(ranks, tmp_path, monkeypatch, delivered):
-    bad = _broken(tmp_path, ranks[3], "late_rank.pt.trace.json.gz")
+    bad = broken(tmp_path, ranks[3], "late_rank.pt.trace.json.gz")
     items = list(enumerate([*ranks[:3], bad], start=1))
     assert parallel_parse.fork_split(items) is not None and parallel_parse.fork_split(items) < 4  # bad: the child's
     message = _error(items, monkeypatch, fork=True)
@@ -99,8 +75,8 @@ def test_a_trace_the_child_cannot_read_raises_what_one_process_raises(ranks, tmp
 
 
 def test_with_unreadable_traces_in_both_halves_the_first_is_named(ranks, tmp_path, monkeypatch):
-    first = _broken(tmp_path, ranks[0], "first.pt.trace.json.gz")
-    last = _broken(tmp_path, ranks[3], "last.pt.trace.json.gz")
+    first = broken(tmp_path, ranks[0], "first.pt.trace.json.gz")
+    last = broken(tmp_path, ranks[3], "last.pt.trace.json.gz")
     items = list(enumerate([first, *ranks[1:3], last], start=1))
     message = _error(items, monkeypatch, fork=True)
     assert message == _error(items, monkeypatch, fork=False)

@@ -46,4 +46,14 @@ def is_regular(path: Path) -> bool:
         return False
 
 
-__all__ = ["read_regular_text", "is_regular", "MAX_BYTES"]
+def identity(path: Path) -> tuple | None:
+    """What changes when a file is replaced or rewritten: device, inode, size, mtime (None when unreadable). A
+    reader compares it before and after a read to know the file did not change meanwhile (ingest/failures.py)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+__all__ = ["read_regular_text", "is_regular", "identity", "MAX_BYTES"]

@@ -51,3 +51,13 @@ def first_line(exc: BaseException | str, limit: int | None = None) -> str:
     if limit is not None and len(line) > limit:
         line = line[: max(0, limit - 3)] + "..."
     return line
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` (a path) encodes as UTF-8; a reader is given a link to a path that does not
+    (ingest/failures.py)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

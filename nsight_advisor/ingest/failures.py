@@ -25,7 +25,8 @@ import duckdb
 
 from nsight_advisor.common import sql_params
 from nsight_advisor.common.errors import InputError
-from nsight_advisor.common.text import first_line, printable
+from nsight_advisor.common.regular_file import identity
+from nsight_advisor.common.text import first_line, is_utf8, printable
 
 F = TypeVar("F", bound=Callable)
 
@@ -68,15 +69,6 @@ def classified(ingest: F) -> F:
         return result
 
     return wrapper  # type: ignore[return-value]
-
-
-def is_utf8(text: str) -> bool:
-    """Whether ``text`` (a path) encodes as UTF-8; a reader is given a link to a path that does not."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _through_link(ingest, con, capture_id: int, path: Path, *args, **kwargs):
@@ -122,15 +114,6 @@ def describe(exc: BaseException) -> str:
         text = type(exc).__name__
     line = first_line(text) if text.strip() else type(exc).__name__
     return first_line(printable(line.encode("utf-8", "backslashreplace").decode("utf-8")), limit=300)
-
-
-def identity(path: Path) -> tuple | None:
-    """What changes when a file is replaced or rewritten: device, inode, size, mtime (None when unreadable)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _raise_if_changed(path: Path, before: tuple | None, cause: BaseException | None = None) -> None:

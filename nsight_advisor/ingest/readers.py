@@ -11,7 +11,8 @@ import duckdb
 
 from nsight_advisor.ingest.detect import detect_format
 from nsight_advisor.common.errors import InputError
-from nsight_advisor.ingest.failures import classified, describe, is_data_error, is_utf8
+from nsight_advisor.common.text import is_utf8
+from nsight_advisor.ingest.failures import classified, describe, is_data_error
 
 
 def ingest_captures(con: duckdb.DuckDBPyConnection, items: Sequence[tuple[int, Path]], *,

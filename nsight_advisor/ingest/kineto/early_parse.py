@@ -30,15 +30,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from nsight_advisor.common.forked_child import Child, Tickets, can_fork
+from nsight_advisor.common.regular_file import identity
+from nsight_advisor.common.text import is_utf8
 from nsight_advisor.ingest.gc_pause import gc_paused
 
 #: At most this many bytes of traces in all (a gzipped one counting :data:`GZIP_WEIGHT` times its size) are parsed
-#: early: the rows are held as Python objects until the ingest stages them (about 15x the JSON's size; the 64
-#: replicated DLRM ranks: 27 MB).
+#: early: the rows are held as Python objects until the ingest stages them (the 64 replicated DLRM ranks, 27 MB
+#: so counted: 158,000 rows, about 55 MB more at the driver's peak).
 MAX_EARLY_BYTES = 64 << 20
 #: A gzipped trace's JSON is about this many times its size on disk (as store/parallel_ingest.py counts it).
 GZIP_WEIGHT = 8
-#: Each process holds at most this many parsed rows (about 0.4 kB each as Python objects): a file that
+#: Each process holds at most this many parsed rows (about 0.35 kB each as Python objects): a file that
 #: decompresses to far more than its size says (a gzip bomb) is left to the ingest's own parse, which streams.
 MAX_HELD_ROWS = 500_000
 #: Once this process has parsed what the child had not begun, in T seconds, the child (parsing one trace at most by
@@ -132,7 +134,7 @@ def _start(paths: Sequence[Path | str]) -> EarlyParse | None:
     total = 0
     for path in resolved:
         name = path.name
-        if not name.endswith((".json", ".json.gz")) or not _utf8(str(path)):  # others go through ingest.failures
+        if not name.endswith((".json", ".json.gz")) or not is_utf8(str(path)):  # others go through ingest.failures
             return None
         try:
             size = path.stat().st_size
@@ -149,14 +151,6 @@ def _resolved(path: Path) -> Path | None:
         return path.resolve() if path.is_file() else None
     except OSError:
         return None
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _parse_taken(paths: list[Path], tickets: Tickets) -> dict[int, ParsedTrace]:
@@ -195,19 +189,14 @@ def parse_trace(path: Path, max_rows: int = MAX_HELD_ROWS) -> ParsedTrace | None
         batches.append((table, columns, batch))
 
     try:
-        before = _identity(os.stat(path))
+        before = identity(path)
         header = read_header(path)
         rows = EventRows(keep)
         with gc_paused():
             rows.consume(iter_events(path))
-        stat = os.stat(path)
+        stat = os.stat(path)  # the file as it was read (the ingest's own parse takes it there too)
     except Exception:  # noqa: BLE001 - the ingest's parse raises what one process would
         return None
-    if _identity(stat) != before:
+    if before is None or identity(path) != before:
         return None
     return ParsedTrace(header, batches, rows.parsed_state(), stat)
-
-
-def _identity(st: os.stat_result) -> tuple:
-    """What changes when a file is replaced or rewritten (as ingest.failures.identity)."""
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
