@@ -10,7 +10,7 @@ import pytest
 
 from nsight_advisor import workflow
 from nsight_advisor.analysis import accounting
-from nsight_advisor.analysis.twin_connection import read_temp, write_temp
+from nsight_advisor.analysis.twin_connection import read_temp, release, write_temp
 from nsight_advisor.common.connections import second_connection
 from nsight_advisor.engine import two_connections
 from nsight_advisor.store.database import connect
@@ -76,6 +76,54 @@ def test_the_twin_holds_the_analysis_temp_tables_and_views(ranks):
             twin.close()
     finally:
         con.close()
+
+
+def test_the_twin_copies_within_duckdb_and_leaves_nothing_attached(ranks):
+    con, ids = StoreHandle(ranks).open()  # read-only, as an analysis opens it
+    try:
+        fit_small_store(con)
+        accounting.prepare(con, ids)
+        twin = second_connection(con)
+        try:
+            state = read_temp(con)
+            assert all(isinstance(copy, str) for _, _, copy in state.tables)  # names of copies, not rows
+            write_temp(twin, state)
+            left = "select count(*) from duckdb_tables() where database_name = '_na_twin'"
+            assert con.execute(left).fetchone()[0] == 0  # each copy dropped once written
+        finally:
+            twin.close()
+        release(con)
+        assert "_na_twin" not in {r[0] for r in con.execute("select database_name from duckdb_databases()").fetchall()}
+    finally:
+        con.close()
+
+
+def test_an_nsys_export_on_two_connections_imports_neither_arrow_nor_numpy(tmp_path):
+    """The copy used to go through Arrow: on an Nsight Systems export, whose run needs neither Arrow nor numpy
+    otherwise, their import cost more than the second connection saved."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO, TRACES
+
+    export = TRACES / "nsys" / "csc746_vecadd.sqlite"
+    if not export.exists():
+        pytest.skip(f"{export} is absent")
+    probe = ("import sys\n"
+             "from pathlib import Path\n"
+             "from nsight_advisor import workflow\n"
+             "from nsight_advisor.engine import two_connections\n"
+             "used = []\n"
+             "real = two_connections._on_two\n"
+             "two_connections._on_two = lambda *a, **k: (used.append(1), real(*a, **k))[1]\n"
+             "result = workflow.analyze([Path(sys.argv[1])], use_cache=False)\n"
+             "print(len(used), len(result.findings), 'pyarrow' in sys.modules, 'numpy' in sys.modules)\n")
+    env = {**os.environ, "NSIGHT_ADVISOR_CACHE": str(tmp_path / "c"), "PYTHONPATH": str(REPO)}  # this checkout
+    out = subprocess.run([sys.executable, "-c", probe, str(export)], capture_output=True, text=True, check=True,
+                         env=env)
+    used, findings, arrow, numpy = out.stdout.split()
+    assert (used, arrow, numpy) == ("1", "False", "False") and int(findings) > 0
 
 
 def _store_with_threads(tmp_path, threads: int):

@@ -22,6 +22,7 @@ address-space limit: a second thread and the copies need more), the jobs run on 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -79,13 +80,15 @@ def _open_twin(con) -> tuple[Any, Any] | None:
     (DuckDB out of memory: an address space held tight): the jobs then run on ``con`` alone, as a larger store's."""
     import duckdb
 
-    from nsight_advisor.analysis.twin_connection import read_temp
+    from nsight_advisor.analysis.twin_connection import read_temp, release
     from nsight_advisor.common.connections import second_connection
 
     try:
         state = read_temp(con)
         return second_connection(con), [state]
     except (duckdb.Error, MemoryError):
+        with contextlib.suppress(duckdb.Error):
+            release(con)
         return None
 
 
@@ -96,7 +99,7 @@ def _on_two(con, twin, state: list, jobs: Sequence[Callable[[Any], Any]], done: 
     them all, the lead included."""
     import duckdb
 
-    from nsight_advisor.analysis.twin_connection import read_temp, write_temp
+    from nsight_advisor.analysis.twin_connection import read_temp, release, write_temp
 
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException] = []
@@ -167,6 +170,8 @@ def _on_two(con, twin, state: list, jobs: Sequence[Callable[[Any], Any]], done: 
             helper.join()
         finally:
             twin.close()
+            with contextlib.suppress(duckdb.Error):  # an interrupted or failed run keeps its own error
+                release(con)
     if errors:
         raise errors[0]
     return results
