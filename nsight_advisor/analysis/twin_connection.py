@@ -38,7 +38,7 @@ class TempState:
     temp table's name, columns and the name of its copy in :data:`TRANSFER`, and temp views' SQL."""
 
     settings: list[tuple[str, Any]]
-    tables: list[tuple[str, list[tuple[str, str]], Any]]
+    tables: list[tuple[str, list[tuple[str, str]], str]]
     views: list[str]
 
 

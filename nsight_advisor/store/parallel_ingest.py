@@ -27,6 +27,7 @@ import duckdb
 
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.common.progress import Progress
+from nsight_advisor.ingest.kineto.json_events import json_bytes
 from nsight_advisor.schema import TABLES
 from nsight_advisor.store.database import connect
 
@@ -37,8 +38,6 @@ _EXIT_INPUT_ERROR = 2
 #: a worker costs about 1.5 CPU-seconds before it reads a byte (interpreter, imports, its own store, the merge),
 #: more than the whole ingest of a capture this size (a 2.9 MB nsys export ingests in about 0.7 s).
 SMALL_CAPTURE_BYTES = 8 << 20
-#: Gzipped captures (Kineto JSON) count this many times their size: their JSON is about ten times larger.
-GZIP_WEIGHT = 8
 
 
 def is_small(path: Path) -> bool:
@@ -47,11 +46,9 @@ def is_small(path: Path) -> bool:
     limit = os.environ.get("NSIGHT_ADVISOR_SMALL_CAPTURE_BYTES", "")
     limit = int(limit) if limit.isdigit() else SMALL_CAPTURE_BYTES
     try:
-        size = path.stat().st_size
+        size = json_bytes(path)  # a gzipped capture (Kineto JSON) counts as the JSON it holds
     except OSError:
         return True  # the ingest itself reports what is wrong with it
-    if path.name.endswith(".gz"):
-        size *= GZIP_WEIGHT
     return size < limit
 
 

@@ -33,13 +33,12 @@ from nsight_advisor.common.forked_child import Child, Tickets, can_fork
 from nsight_advisor.common.regular_file import identity
 from nsight_advisor.common.text import is_utf8
 from nsight_advisor.ingest.gc_pause import gc_paused
+from nsight_advisor.ingest.kineto.json_events import json_bytes
 
-#: At most this many bytes of traces in all (a gzipped one counting :data:`GZIP_WEIGHT` times its size) are parsed
+#: At most this many bytes of traces in all (as :func:`~nsight_advisor.ingest.kineto.json_events.json_bytes` counts them) are parsed
 #: early: the rows are held as Python objects until the ingest stages them (the 64 replicated DLRM ranks, 27 MB
 #: so counted: 158,000 rows, about 55 MB more at the driver's peak).
 MAX_EARLY_BYTES = 64 << 20
-#: A gzipped trace's JSON is about this many times its size on disk (as store/parallel_ingest.py counts it).
-GZIP_WEIGHT = 8
 #: Each process holds at most this many parsed rows (about 0.35 kB each as Python objects): a file that
 #: decompresses to far more than its size says (a gzip bomb) is left to the ingest's own parse, which streams.
 MAX_HELD_ROWS = 500_000
@@ -137,10 +136,9 @@ def _start(paths: Sequence[Path | str]) -> EarlyParse | None:
         if not name.endswith((".json", ".json.gz")) or not is_utf8(str(path)):  # others go through ingest.failures
             return None
         try:
-            size = path.stat().st_size
+            total += json_bytes(path)
         except OSError:
             return None
-        total += size * GZIP_WEIGHT if name.endswith(".gz") else size
     if total > MAX_EARLY_BYTES:
         return None
     return EarlyParse(resolved)

@@ -34,6 +34,16 @@ SNIFF_BYTES = 64 * 1024
 #: Bytes read from the file per parser call.
 READ_BYTES = 1 << 20
 
+#: A gzipped trace's JSON is about this many times its size on disk (what the parse reads: :func:`json_bytes`).
+GZIP_WEIGHT = 8
+
+
+def json_bytes(path: Path) -> int:
+    """About how many bytes of JSON the trace at ``path`` holds: its size, :data:`GZIP_WEIGHT` times it when
+    gzipped (by name). OSError when it cannot be read."""
+    size = path.stat().st_size
+    return size * GZIP_WEIGHT if path.name.endswith(".gz") else size
+
 
 def sniff(path: Path, head: bytes) -> str | None:
     """``'kineto-json'`` when ``head`` (the file's first bytes) starts a Kineto trace, ``'json'`` for other JSON,

@@ -22,13 +22,12 @@ from typing import Any, Callable, Sequence
 
 from nsight_advisor.common.forked_child import Child, other_threads as _other_threads, two_cores
 from nsight_advisor.ingest.kineto.early_parse import claim
+from nsight_advisor.ingest.kineto.json_events import json_bytes
 
-#: Below this many bytes of traces in all (a gzipped trace counting :data:`GZIP_WEIGHT` times its size), the
+#: Below this many bytes of traces in all (as :func:`~nsight_advisor.ingest.kineto.json_events.json_bytes` counts them), the
 #: traces are parsed in this process: a fork and the hand-back cost about 10 to 20 ms, what two 50 kB gzipped
 #: ranks take to parse.
 MIN_FORK_BYTES = 1 << 20
-#: A gzipped trace's JSON is about this many times its size on disk (as store/parallel_ingest.py counts it).
-GZIP_WEIGHT = 8
 #: Once this process has parsed its share in T seconds, the child's is waited for WAIT_FACTOR * T + WAIT_MIN_S
 #: seconds at most: the shares are about equal, so a child that takes far longer is stuck (it is ended, and its
 #: traces parsed here).
@@ -93,10 +92,9 @@ def fork_split(items: Sequence[tuple[int, Path]]) -> int | None:
 
 def _weight(path: Path) -> int:
     try:
-        size = path.stat().st_size
+        return json_bytes(path)
     except OSError:
         return 0  # the parse says what is wrong with it
-    return size * GZIP_WEIGHT if path.name.endswith(".gz") else size
 
 
 def _fork(ing: Any, later: Sequence[tuple[int, Path]], parse_one: Callable[[int, Path], None]) -> Child:
