@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import REPO, nsys_exports, trace_param
+from conftest import REPO, TRACES, nsys_exports, trace_param
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest import ingest_capture
 from nsight_advisor.ingest.nsys.export import read_catalog
@@ -97,6 +97,39 @@ def test_every_launch_of_a_real_export_keeps_its_names(export: Path, tmp_path: P
     finally:
         con.close()
     assert ours == theirs
+
+
+def _kineto_traces() -> list[Path]:
+    return sorted((TRACES / "kineto").glob("*.json.gz")) if TRACES.exists() else []
+
+
+@pytest.mark.parametrize("trace", trace_param(nsys_exports() + _kineto_traces()))
+def test_kernel_totals_are_the_kernels_summed_per_name(trace: Path, tmp_path: Path) -> None:
+    """kernel_totals (grouped by name ids, names joined after) holds what grouping every launch of the kernels view
+    by its names gives, row for row, also materialized as the analysis makes it; and what the summary, the impacts
+    and the what-if sum from it are the launches' own sums."""
+    from nsight_advisor.analysis import accounting
+    from nsight_advisor.engine.impact import kernel_times
+
+    con = connect(tmp_path / "s.duckdb")
+    try:
+        ingest_capture(con, 1, trace)
+        launches = con.execute("""
+            select capture_id, device_id, name, short_name, count(*), sum(duration_ns)
+            from kernels group by all order by all""").fetchall()
+        if not launches:
+            pytest.skip(f"{trace.name} has no kernels")
+        totals = "select capture_id, device_id, name, short_name, sum(launches), sum(total_ns) " \
+                 "from kernel_totals group by all order by all"
+        assert con.execute(totals).fetchall() == launches
+        accounting.prepare(con, [1])
+        assert con.execute("select count(*) from temp.main.kernel_totals").fetchone()[0] > 0
+        assert con.execute(totals).fetchall() == launches
+        times = kernel_times(con, [1])[1]
+        assert times[None] == pytest.approx({d: float(sum(r[5] for r in launches if r[1] == d))
+                                             for d in {r[1] for r in launches}}, rel=0, abs=0)
+    finally:
+        con.close()
 
 
 def test_nvtx_rows_written_through_the_helper_read_back_with_their_domains(memory_store) -> None:

@@ -33,10 +33,12 @@ if TYPE_CHECKING:
 
 #: Views computed once per analysis into temp tables of the same name, which shadow the stored views for every
 #: rule and the summary (in this order: a later one reads the earlier ones): the sweep over every GPU operation,
-#: the gap classification and the deduplicated calls are each read by several rules, and the collectives matched
-#: across ranks by the cross-rank rules of every capture of a job.
+#: the gap classification and the deduplicated calls are each read by several rules, the collectives matched
+#: across ranks by the cross-rank rules of every capture of a job, and the kernels' sums per name by the summary,
+#: the impacts and the what-if's kernel fixes.
 MATERIALIZED_VIEWS = ("analysis_window", "cuda_api_calls", "gpu_time_segments", "gpu_idle_gaps", "gpu_time_partition",
-                      "copy_exposure", "comm_ranks", "collective_ops", "collective_clock_offsets", "collective_ranks")
+                      "copy_exposure", "comm_ranks", "collective_ops", "collective_clock_offsets", "collective_ranks",
+                      "kernel_totals")
 
 #: Stores with at most this many kernel rows get ``kernels`` (the rows joined with their three names) as a temp
 #: table too, before the views above: about twenty rules, the partition and the summary read it, and DuckDB

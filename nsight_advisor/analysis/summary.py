@@ -106,8 +106,9 @@ def _captures(con: duckdb.DuckDBPyConnection, busy: dict[int, dict[str, Any]]) -
     caps = _rows(con, """
         select c.capture_id, c.source_name, c.format, c.tool, c.tool_version, c.start_ns, c.end_ns,
                c.duration_ns as wall_ns,
-               (select count(*) from kernels k where k.capture_id = c.capture_id) as kernel_count,
-               (select coalesce(sum(k.duration_ns), 0) from kernels k where k.capture_id = c.capture_id)
+               (select coalesce(sum(k.launches), 0)::bigint from kernel_totals k where k.capture_id = c.capture_id)
+                   as kernel_count,
+               (select coalesce(sum(k.total_ns), 0) from kernel_totals k where k.capture_id = c.capture_id)
                    as kernel_time_ns,
                (select count(*) from ncu_kernels n where n.capture_id = c.capture_id) as ncu_kernel_count
         from captures c
@@ -170,9 +171,9 @@ def _group_gpus(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _top_kernels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     rows = _rows(con, """
         with per_name as (
-            select capture_id, name, count(*) as launches, sum(duration_ns) as total_ns,
-                   avg(duration_ns) as avg_ns
-            from kernels where capture_id in (select capture_id from _summary_ids)
+            select capture_id, name, sum(launches) as launches, sum(total_ns) as total_ns,
+                   sum(total_ns) / sum(launches) as avg_ns
+            from kernel_totals where capture_id in (select capture_id from _summary_ids)
             group by capture_id, name
         ),
         totals as (select capture_id, sum(total_ns) as all_ns from per_name group by capture_id),
@@ -209,8 +210,8 @@ def _categories(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     # thousand names) by the analysis layer's classifier (views/10_kernel_classes.sql).
     kernel_rows = _rows(con, """
         with per_name as (
-            select name, any_value(short_name) as short_name, sum(duration_ns) as total_ns
-            from kernels where capture_id in (select capture_id from _summary_ids) group by name
+            select name, any_value(short_name) as short_name, sum(total_ns) as total_ns
+            from kernel_totals where capture_id in (select capture_id from _summary_ids) group by name
         )
         select na_kernel_category(name, short_name) as category, sum(total_ns) as total_ns
         from per_name group by 1

@@ -278,8 +278,8 @@ def _kernel_time(con, g: StepGraph, capture_id: int, device_id) -> dict[str, flo
         kept = g.__dict__["_kernel_time"] = {}
         # per device, and per capture over its devices (grouping(device_id) = 1): the sums as the store adds them
         rows = sql_params.execute(con, """
-            select capture_id, grouping(device_id) = 1, device_id, name, short_name, sum(duration_ns)
-            from kernels where capture_id in (select unnest($c::integer[]))
+            select capture_id, grouping(device_id) = 1, device_id, name, short_name, sum(total_ns)
+            from kernel_totals where capture_id in (select unnest($c::integer[]))
             group by grouping sets ((capture_id, device_id, name, short_name), (capture_id, name, short_name))
             order by all""", {"c": sorted(_columns(g).windows)}).fetchall()
         for cid, every, dev, name, short, ns in rows:

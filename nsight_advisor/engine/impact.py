@@ -37,7 +37,7 @@ def kernel_times(con: duckdb.DuckDBPyConnection, capture_ids: Iterable[int]) -> 
     without a timeline): once per capture, 256 ranks took 2.1 s of queries."""
     ids = [int(c) for c in capture_ids]
     rows = sql_params.execute(con, """
-        select capture_id, device_id, name, short_name, sum(duration_ns) from kernels
+        select capture_id, device_id, name, short_name, sum(total_ns) from kernel_totals
         where capture_id in (select unnest($ids::integer[])) group by all
     """, {"ids": ids}).fetchall()
     without = sorted(set(ids) - {int(r[0]) for r in rows})

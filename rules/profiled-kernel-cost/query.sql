@@ -52,6 +52,8 @@ select
     cast(any_value(p.total_ns) * avg(p.recoverable) as bigint) as impact_ns,
     p.timeline_name as name
 from profiled p
+-- the matched names' short names alone (a capture holds a million kernels; the names matched are a few)
 left join (select name, any_value(coalesce(short_name, name)) as short_name from kernels
-           where capture_id = $capture_id group by name) k on k.name = p.timeline_name
+           where capture_id = $capture_id and name in (select timeline_name from matched) group by name) k
+    on k.name = p.timeline_name
 group by p.timeline_name

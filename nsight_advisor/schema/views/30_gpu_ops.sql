@@ -88,6 +88,29 @@ anti join nested n
     and n.correlation_id = a.correlation_id and n.start_ns = a.start_ns and n.end_ns = a.end_ns
     and n.name is not distinct from a.name;
 
+-- @view kernel_totals
+-- The kernels' time per name: one row per capture, GPU, kernel name and base name, with its launches and their
+-- summed duration, over the whole capture. What reads only sums per name reads this (the summary, the findings'
+-- shares of their kernels, the what-if's kernel fixes): it groups the kernel rows by their name ids and joins
+-- the few names after, where the kernels view joins three names to every launch (a million-kernel capture: one
+-- grouping of 0.03 s instead of four of 0.06 to 0.14 s).
+-- @column capture_id Capture (captures.capture_id).
+-- @column device_id GPU, or NULL where the capture does not record it.
+-- @column name Kernel name, as kernels.name (demangled, else the base name).
+-- @column short_name Base function name, as kernels.short_name.
+-- @column launches Launches.
+-- @column total_ns Their summed duration, ns.
+create or replace view kernel_totals as
+with sums as (
+    select capture_id, device_id, name_id, short_name_id, count(*) as launches, sum(duration_ns) as total_ns
+    from kernel_rows
+    group by all
+)
+select s.capture_id, s.device_id, coalesce(n.name, sn.name) as name, sn.name as short_name, s.launches, s.total_ns
+from sums s
+left join kernel_names n on n.capture_id = s.capture_id and n.name_id = s.name_id
+left join kernel_names sn on sn.capture_id = s.capture_id and sn.name_id = s.short_name_id;
+
 -- @view gpu_ops
 -- Every operation a GPU executed: kernels, memory copies and memory sets, one row each.
 -- @column capture_id Capture (captures.capture_id).
