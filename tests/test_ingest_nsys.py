@@ -343,6 +343,94 @@ def test_sqlite_scanner_loads_signed_from_the_pinned_package(store) -> None:
     assert loaded is True and installed is False  # loaded from the package's file; nothing installed or fetched
 
 
+def _span_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "nsight-advisor-span"]
+
+
+def test_deferred_spans_are_asked_ahead_on_their_own_connection(tmp_path: Path, monkeypatch) -> None:
+    """The deferred tables' spans are asked when the ingest starts, on a second connection, and taken when their
+    step comes: not asked again, and the store holds what asking them in their step gives."""
+    from nsight_advisor.ingest.nsys import reader as nsys_reader
+
+    monkeypatch.setattr(nsys_reader, "DEFER_MIN_ROWS", 4)
+    export = _tampered_sample(
+        tmp_path / "late.sqlite",
+        "INSERT INTO NVTX_EVENTS (start, \"end\", eventType, text, globalTid) "
+        "SELECT 1005000000, 1030000000, 60, 'late', globalTid FROM NVTX_EVENTS LIMIT 1")
+    asked: list[str] = []
+    real_sql = nsys_reader.ExportReader.sql
+
+    def recording(self, sql, params=None):
+        asked.append(sql)
+        return real_sql(self, sql, params)
+
+    queries = {t: f"SELECT * FROM {t} ORDER BY ALL" for t in ("capture_deferred", "nvtx_ranges", "kernels")}
+    queries["span"] = "SELECT start_ns, end_ns, duration_ns FROM captures"
+
+    def ingest() -> dict:
+        con = connect(None)
+        try:
+            ingest_nsys_sqlite(con, 1, export, defer=("nvtx_ranges", "gpu_metrics"))
+            return {name: con.execute(sql).fetchall() for name, sql in queries.items()}
+        finally:
+            con.close()
+
+    monkeypatch.setattr(nsys_reader.ExportReader, "sql", recording)
+    ahead = ingest()
+    assert not [sql for sql in asked if "FILTER (WHERE" in sql]  # the span came from the second connection
+    assert ahead["capture_deferred"] == [(1, "nvtx_ranges", 25)]  # 24 in the sample, and the late one
+    assert ahead["span"] == [(1_000_000_000, 1_030_000_000, 30_000_000)]  # to the late range's end
+    assert not _span_threads()
+    monkeypatch.setattr(nsys_reader.ExportReader, "prefetch", lambda self, *args: None)
+    asked.clear()
+    inline = ingest()
+    assert [sql for sql in asked if "FILTER (WHERE" in sql]
+    assert inline == ahead
+
+
+def test_a_failed_ingest_ends_the_span_it_asked_ahead(tmp_path: Path, monkeypatch) -> None:
+    from nsight_advisor.ingest.nsys import export as nsys_export
+    from nsight_advisor.ingest.nsys import reader as nsys_reader
+
+    monkeypatch.setattr(nsys_reader, "DEFER_MIN_ROWS", 4)
+    started = []
+    real = nsys_reader.ExportReader.prefetch
+
+    def prefetch(self, *args):
+        real(self, *args)
+        started[:] = list(self.prefetched)
+
+    def broken(reader) -> None:
+        raise RuntimeError("kernels step failed")
+
+    monkeypatch.setattr(nsys_reader.ExportReader, "prefetch", prefetch)
+    monkeypatch.setitem(nsys_export.STEPS, "kernels", broken)
+    con = connect(None)
+    try:
+        with pytest.raises(RuntimeError, match="kernels step failed"):
+            ingest_nsys_sqlite(con, 1, SAMPLE, defer=("nvtx_ranges",))
+    finally:
+        con.close()
+    assert started == ["nvtx_ranges"] and not _span_threads()
+
+
+def test_a_span_asked_ahead_raises_its_error_when_taken() -> None:
+    import duckdb
+
+    from nsight_advisor.ingest.nsys.reader import SpanQuery
+
+    con = duckdb.connect()
+    try:
+        assert SpanQuery(con, "SELECT 3, 1, 2").result() == (3, 1, 2)
+        with pytest.raises(duckdb.Error, match="no such span"):
+            SpanQuery(con, "SELECT error('no such span')").result()
+    finally:
+        con.close()
+    assert not _span_threads()
+
+
 @pytest.mark.parametrize("min_rows", [4, 5])
 def test_deferred_tables_keep_their_export_rows_and_span(tmp_path: Path, min_rows: int, monkeypatch) -> None:
     """A deferred table is counted and spanned in one scan of the export: its rows (all of them) and the span

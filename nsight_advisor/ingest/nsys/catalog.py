@@ -57,6 +57,7 @@ class ExportCatalog:
     enums: dict[str, dict[int, tuple[str, str]]] = field(default_factory=dict)
     source: Path | None = None  # the file read, when not ``path`` itself (a WAL-mode export's private copy)
     views: list[str] = field(default_factory=list)  # views in the export: only StringIds is read (nsys_views)
+    minimums: dict[str, int] = field(default_factory=dict)  # table -> rows it holds at least (at_least, not counted)
 
     @property
     def read_path(self) -> Path:
@@ -84,9 +85,13 @@ class ExportCatalog:
         if table not in self.tables:
             return False
         if table not in self.counts:
+            if rows <= self.minimums.get(table, 0):  # asked before (a deferred table: ahead of its reader, then by it)
+                return True
             found = self._rows(f"SELECT count(*) FROM (SELECT 1 FROM {quote_ident(table)} LIMIT {int(rows)})")
             if found < rows:
                 self.counts[table] = found
+            else:
+                self.minimums[table] = max(found, self.minimums.get(table, 0))
             return found >= rows
         return self.counts[table] >= rows
 

@@ -24,12 +24,12 @@ import duckdb
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.deferred import DEFERRABLE
 from nsight_advisor.ingest.nsys.catalog import (  # noqa: F401 - ExportCatalog, read_catalog: this format's API
-    ExportCatalog, attachable, load_sqlite_scanner, read_catalog, remove_copy, sql_text,
+    GPU_METRICS, NVTX, ExportCatalog, attachable, load_sqlite_scanner, read_catalog, remove_copy, sql_text,
 )
 from nsight_advisor.ingest.nsys.callchains import read_callchains
-from nsight_advisor.ingest.nsys.gpus import read_gpu_metrics, read_gpus
+from nsight_advisor.ingest.nsys.gpus import gpu_metrics_span_sql, read_gpu_metrics, read_gpus
 from nsight_advisor.ingest.nsys.kernels import read_api_calls, read_kernels, read_memcpys, read_memsets, read_syncs
-from nsight_advisor.ingest.nsys.nvtx import read_nvtx_ranges
+from nsight_advisor.ingest.nsys.nvtx import nvtx_span_sql, read_nvtx_ranges
 from nsight_advisor.ingest.nsys.reader import ExportReader, bound_memory
 from nsight_advisor.common.progress import Progress
 from nsight_advisor.common.text import first_line
@@ -72,6 +72,9 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     try:
         with Progress(f"ingest {path.name}", len(STEPS), enabled=progress) as bar:
             ing.run("prepare", ExportReader.prepare)
+            # the spans of the tables left out, asked while the others are read (they need only the export)
+            ing.prefetch("nvtx_ranges", NVTX, nvtx_span_sql(ing))
+            ing.prefetch("gpu_metrics", GPU_METRICS, gpu_metrics_span_sql(ing))
             for view in (v for v in catalog.views if v != "StringIds"):  # StringIds: read (its own note)
                 ing.sql("INSERT INTO ingest_notes VALUES (?, ?, 0, ?)", [capture_id, view, (
                     f"{view} is a view in this export, not a table: not read (of an export's views only StringIds "

@@ -114,18 +114,25 @@ def _insert_gpu(reader: ExportReader, dev, name, chip, sm_count, cc_major, cc_mi
     ])
 
 
+def gpu_metrics_span_sql(reader: ExportReader) -> str | None:
+    """The GPU metrics table's rows and the span of those with a known metric (each sample joins one distinct
+    metric row), as ExportReader.deferred takes it; None without the tables."""
+    if not (reader.cat.has(GPU_METRICS, "timestamp") and reader.cat.has(GPU_METRICS_INFO, "metricName")):
+        return None
+    return f"""
+        SELECT count(*), min(g.timestamp) FILTER (WHERE i.typeId IS NOT NULL),
+               max(g.timestamp) FILTER (WHERE i.typeId IS NOT NULL)
+        FROM {reader.table(GPU_METRICS)} g
+        LEFT JOIN (SELECT DISTINCT typeId, metricId FROM {reader.table(GPU_METRICS_INFO)}) i
+          ON i.typeId = g.typeId AND i.metricId = g.metricId"""
+
+
 def read_gpu_metrics(reader: ExportReader) -> None:
     if not (reader.cat.has(GPU_METRICS, "timestamp") and reader.cat.has(GPU_METRICS_INFO, "metricName")):
         reader.missing("gpu_metrics", f"no {GPU_METRICS} table: GPU metrics were not sampled",
                      "nsys profile --gpu-metrics-devices=all")
         return
-    # The table's rows, and the span of those with a known metric (each sample joins one distinct metric row).
-    if reader.deferred("gpu_metrics", GPU_METRICS, f"""
-            SELECT count(*), min(g.timestamp) FILTER (WHERE i.typeId IS NOT NULL),
-                   max(g.timestamp) FILTER (WHERE i.typeId IS NOT NULL)
-            FROM {reader.table(GPU_METRICS)} g
-            LEFT JOIN (SELECT DISTINCT typeId, metricId FROM {reader.table(GPU_METRICS_INFO)}) i
-              ON i.typeId = g.typeId AND i.metricId = g.metricId"""):
+    if reader.deferred("gpu_metrics", GPU_METRICS, gpu_metrics_span_sql(reader)):
         return
     reader.sql(f"""
         INSERT INTO gpu_metrics

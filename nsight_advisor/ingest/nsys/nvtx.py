@@ -33,6 +33,19 @@ DEPTH_MEMORY_LIMIT = "350MB"
 BATCH_ROWS = 250_000
 
 
+def nvtx_span_sql(reader: ExportReader) -> str | None:
+    """The NVTX table's rows and the span of the rows the insert would keep (marks end where they start), as
+    ExportReader.deferred takes it; None without the table."""
+    if not reader.cat.has(NVTX, "start"):
+        return None
+    end = f"""CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END"""
+    kept = f"""eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}) AND start IS NOT NULL
+               AND {end} >= start AND TRY_CAST(({end})::HUGEINT - start AS BIGINT) IS NOT NULL"""
+    return f"""
+        SELECT count(*), min(start) FILTER (WHERE {kept}), max({end}) FILTER (WHERE {kept})
+        FROM {reader.table(NVTX)}"""
+
+
 def read_nvtx_ranges(reader: ExportReader) -> None:
     if not reader.cat.has(NVTX, "start"):
         reader.missing("nvtx_ranges", f"no {NVTX} table: no NVTX ranges were traced", "nsys profile --trace=nvtx")
@@ -43,13 +56,7 @@ def read_nvtx_ranges(reader: ExportReader) -> None:
         return reader.col(NVTX, name, n)
 
     kinds = f"({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}, {E.NVTX_DOMAIN_CREATE})"
-    # The table's rows, and the span of the rows the insert below would keep (marks end where they start).
-    end = f"""CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END"""
-    kept = f"""eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}) AND start IS NOT NULL
-               AND {end} >= start AND TRY_CAST(({end})::HUGEINT - start AS BIGINT) IS NOT NULL"""
-    if reader.deferred("nvtx_ranges", NVTX, f"""
-            SELECT count(*), min(start) FILTER (WHERE {kept}), max({end}) FILTER (WHERE {kept})
-            FROM {reader.table(NVTX)}"""):
+    if reader.deferred("nvtx_ranges", NVTX, nvtx_span_sql(reader)):
         return
     # The columns as they lie (each one costs on the way through Arrow): the insert derives the rest.
     source = f"""
