@@ -53,7 +53,12 @@ def identity(path: Path) -> tuple | None:
         st = os.stat(path)
     except OSError:
         return None
+    return stat_identity(st)
+
+
+def stat_identity(st: os.stat_result) -> tuple:
+    """:func:`identity` of a status already taken."""
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-__all__ = ["read_regular_text", "is_regular", "identity", "MAX_BYTES"]
+__all__ = ["read_regular_text", "is_regular", "identity", "stat_identity", "MAX_BYTES"]

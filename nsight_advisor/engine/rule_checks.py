@@ -170,9 +170,9 @@ def _rows_of(table: str) -> str:
     """Where ``table``'s rows lie: a stored table read through a view of its rows and their names (``kernels``)
     is asked through the rows alone, whose count and captures are the view's (1M kernels: the view's three name
     joins cost 30 ms a question)."""
-    from nsight_advisor.schema.tables import TABLES
+    from nsight_advisor.schema.tables import get_table
 
-    for t in TABLES:
-        if t.name == table:
-            return t.rows_in or table
-    return table
+    try:
+        return get_table(table).rows_in or table
+    except KeyError:  # an analysis view
+        return table

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from nsight_advisor.common.forked_child import Child, Tickets, can_fork
-from nsight_advisor.common.regular_file import identity
+from nsight_advisor.common.regular_file import identity, stat_identity
 from nsight_advisor.common.text import is_utf8
 from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.kineto.json_events import json_bytes
@@ -195,6 +195,6 @@ def parse_trace(path: Path, max_rows: int = MAX_HELD_ROWS) -> ParsedTrace | None
         stat = os.stat(path)  # the file as it was read (the ingest's own parse takes it there too)
     except Exception:  # noqa: BLE001 - the ingest's parse raises what one process would
         return None
-    if before is None or identity(path) != before:
+    if before is None or stat_identity(stat) != before:
         return None
     return ParsedTrace(header, batches, rows.parsed_state(), stat)
