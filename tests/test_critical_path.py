@@ -19,7 +19,7 @@ from nsight_advisor.analysis.replay import replay
 from nsight_advisor.analysis.group_quantile import group_quantile
 from nsight_advisor.analysis.step_graph import build_graph
 from nsight_advisor.engine.whatif import kernel_ops
-from nsight_advisor.store.database import insert_kernels
+from nsight_advisor.store.database import insert_api_calls, insert_kernels
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 STRETCH = TRACES.parent / "tools" / "stretch_nsys.py"
@@ -31,9 +31,9 @@ def us(x: float) -> int:
 
 
 def _call(con, cid, corr, name, start, end, tid=11):
-    con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
-                "end_ns, duration_ns) values (?, 1, ?, ?, ?, ?, 'runtime', ?, ?, ?)",
-                [cid, tid, corr, name, name, us(start), us(end), us(end) - us(start)])
+    insert_api_calls(con, [{"capture_id": cid, "pid": 1, "tid": tid, "correlation_id": corr, "name": name,
+                            "base_name": name, "kind": "runtime", "start_ns": us(start), "end_ns": us(end),
+                            "duration_ns": us(end) - us(start)}])
 
 
 def _kernel(con, cid, corr, name, stream, start, end):
@@ -213,9 +213,9 @@ def test_ranks_waiting_for_each_other_save_only_when_fixed_together(memory_store
 
 
 def _proc_call(con, pid, corr, name, start, end):
-    con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
-                "end_ns, duration_ns) values (1, ?, ?, ?, ?, ?, 'runtime', ?, ?, ?)",
-                [pid, pid, corr, name, name, us(start), us(end), us(end) - us(start)])
+    insert_api_calls(con, [{"capture_id": 1, "pid": pid, "tid": pid, "correlation_id": corr, "name": name,
+                            "base_name": name, "kind": "runtime", "start_ns": us(start), "end_ns": us(end),
+                            "duration_ns": us(end) - us(start)}])
 
 
 def _proc_kernel(con, pid, corr, name, start, end):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TRACES
-from nsight_advisor.store.database import connect, insert_kernels
+from nsight_advisor.store.database import connect, insert_api_calls, insert_kernels
 
 
 def _summary(con, capture_id: int = 1) -> list[dict]:
@@ -68,9 +68,9 @@ def test_a_full_queue_blocks_the_launches_made_while_it_is_full():
     insert_kernels(con, [dict(capture_id=1, device_id=0, stream_id=7, pid=1, correlation_id=i + 1, name="k",
                               short_name="k", start_ns=20_000 + 100 * i, end_ns=20_050 + 100 * i, duration_ns=50)
                          for i in range(n)])
-    con.executemany("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, start_ns, end_ns, "
-                    "duration_ns) values (1, 1, 1, ?, 'cudaLaunchKernel', 'cudaLaunchKernel', ?, ?, 5)",
-                    [[i + 1, 10 * i, 10 * i + 5] for i in range(n)])
+    insert_api_calls(con, [dict(capture_id=1, pid=1, tid=1, correlation_id=i + 1, name="cudaLaunchKernel",
+                                base_name="cudaLaunchKernel", start_ns=10 * i, end_ns=10 * i + 5, duration_ns=5)
+                           for i in range(n)])
     con.execute("insert into captures (capture_id, source_name, format, tool, tool_version, start_ns, end_ns, "
                 "duration_ns) values (1, 'case', 'case', 'case', 'case', 0, 200000, 200000)")
     s = _summary(con)[0]

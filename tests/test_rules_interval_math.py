@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from nsight_advisor.engine.rules import load_rules
 from nsight_advisor.engine.runner import bind_params
-from nsight_advisor.store.database import connect, insert_kernels
+from nsight_advisor.store.database import connect, insert_api_calls, insert_kernels
 
 RULES = {r.name: r for r in load_rules([], include_builtin=True)}
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -35,8 +35,8 @@ def _store(kernels=(), memcpys=(), memsets=(), api_calls=()):
         con.execute("insert into memsets (capture_id, device_id, pid, start_ns, end_ns, duration_ns, bytes) "
                     "values (1, ?, ?, ?, ?, ?, 64)", [dev, pid, start, start + length, length])
     for pid, tid, api, start, end in api_calls:
-        con.execute("insert into api_calls (capture_id, pid, tid, name, base_name, start_ns, end_ns, duration_ns) "
-                    "values (1, ?, ?, ?, ?, ?, ?, ?)", [pid, tid, api, api, start, end, end - start])
+        insert_api_calls(con, [dict(capture_id=1, pid=pid, tid=tid, name=api, base_name=api, start_ns=start,
+                                    end_ns=end, duration_ns=end - start)])
     con.execute("insert into captures (capture_id, source_name, format, tool, tool_version, start_ns, end_ns, "
                 "duration_ns) values (1, 'case', 'case', 'case', 'case', 0, 100, 100)")
     return con

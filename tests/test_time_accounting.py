@@ -151,9 +151,11 @@ def test_gaps_of_the_store_match_a_direct_computation(tmp_path):
 
 def _call(con, corr, name, start, end):
     """A CUDA call of process 1, thread 11, at start..end µs."""
-    con.execute("insert into api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns, "
-                "end_ns, duration_ns) values (1, 1, 11, ?, ?, ?, 'runtime', ?, ?, ?)",
-                [corr, name, name, start * 1000, end * 1000, (end - start) * 1000])
+    from nsight_advisor.store.database import insert_api_calls
+
+    insert_api_calls(con, [{"capture_id": 1, "pid": 1, "tid": 11, "correlation_id": corr, "name": name,
+                            "base_name": name, "kind": "runtime", "start_ns": start * 1000, "end_ns": end * 1000,
+                            "duration_ns": (end - start) * 1000}])
 
 
 def _kernel(con, corr, start, end):

@@ -126,15 +126,17 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
                 apply_steady_window(con, iterations)
             continue
         if view == "cuda_api_calls" and not _has_nested_calls(con, capture_ids):
-            # nothing to deduplicate (the usual case): the calls with their class through a join with the few
-            # distinct names, instead of a copy of every call
+            # nothing to deduplicate (the usual case): the calls with their names and class through one join with
+            # the few names, classified once, instead of a copy of every call
             con.execute("""
                 create or replace temp table _na_api_classes as
-                select base_name, na_api_class(base_name) as api_class from (select distinct base_name from api_calls)""")
+                select capture_id, name_id, name, base_name, na_api_class(base_name) as api_class from api_names""")
             con.execute("""
                 create or replace temp view cuda_api_calls as
-                select a.*, c.api_class from api_calls a
-                left join _na_api_classes c on c.base_name is not distinct from a.base_name""")
+                select a.capture_id, a.pid, a.tid, a.correlation_id, c.name, c.base_name, a.kind, a.start_ns,
+                       a.end_ns, a.duration_ns, a.return_value, coalesce(c.api_class, 'other') as api_class
+                from api_call_rows a
+                left join _na_api_classes c on c.capture_id = a.capture_id and c.name_id = a.name_id""")
             continue
         con.execute(f"create or replace temp table {view} as select * from {stored(con, view)}")
     return iterations
@@ -165,7 +167,7 @@ def _has_nested_calls(con, capture_ids: Sequence[int]) -> bool:
     ids = ", ".join(str(int(i)) for i in capture_ids) or "null"
     return con.execute(f"""
         select exists (
-            select 1 from api_calls
+            select 1 from api_call_rows
             where capture_id in ({ids}) and correlation_id is not null and correlation_id <> 0
             group by capture_id, pid, tid, correlation_id having count(*) > 1)""").fetchone()[0]
 

@@ -144,9 +144,10 @@ def build_case_store(case: Case, con=None):
         from nsight_advisor.store.database import connect
 
         con = connect(None)
-    from nsight_advisor.store.database import insert_kernels, insert_nvtx_ranges
+    from nsight_advisor.store.database import insert_api_calls, insert_kernels, insert_nvtx_ranges
 
-    views = {"kernels": insert_kernels, "nvtx_ranges": insert_nvtx_ranges}  # views: their own writers
+    # views: their own writers
+    views = {"kernels": insert_kernels, "nvtx_ranges": insert_nvtx_ranges, "api_calls": insert_api_calls}
 
     capture_ids: set[int] = set()
     for table, rows in case.tables.items():

@@ -115,7 +115,7 @@ def _middle(spans: list[tuple[int, int]], keep: int) -> list[tuple[int, int]]:
 def _op_count(con, capture_id: int, lo: int, hi: int) -> int:
     return int(sql_params.execute(con, """
         select (select count(*) from kernel_rows where capture_id = $c and start_ns between $lo and $hi)
-             + (select count(*) from api_calls where capture_id = $c and start_ns between $lo and $hi)""",
+             + (select count(*) from api_call_rows where capture_id = $c and start_ns between $lo and $hi)""",
                                   {"c": capture_id, "lo": lo, "hi": hi}).fetchone()[0])
 
 

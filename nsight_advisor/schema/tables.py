@@ -61,6 +61,25 @@ _KERNELS = Table(
 )
 
 
+_API_CALLS = Table(
+    "api_calls",
+    "Host-side CUDA runtime and driver API calls (Nsight Systems CUPTI_ACTIVITY_KIND_RUNTIME). A view: "
+    "api_call_rows with its names from api_names; write rows with nsight_advisor.store.database.insert_api_calls.",
+    cols(
+        CAPTURE_ID,
+        ("pid", "BIGINT", "Process id, decoded from globalTid."),
+        ("tid", "BIGINT", "Thread id, decoded from globalTid."),
+        ("correlation_id", "BIGINT", "Links to the GPU rows this call produced (same pid)."),
+        ("name", "VARCHAR", "Function name as recorded, with its version suffix (cudaLaunchKernel_v7000)."),
+        ("base_name", "VARCHAR", "name without the _vNNNN version suffix (cudaLaunchKernel)."),
+        ("kind", "ENUM('runtime', 'driver')", "runtime or driver (an ENUM, like nvtx_ranges.event_type), or NULL."),
+        *TIMES,
+        ("return_value", "BIGINT", "cudaError_t / CUresult returned, or NULL."),
+    ),
+    rows_in="api_call_rows",
+)
+
+
 _NVTX_RANGES = Table(
     "nvtx_ranges",
     "NVTX ranges and marks (NVTX_EVENTS), with text resolved and nesting depth computed. A view: nvtx_rows "
@@ -185,19 +204,26 @@ TABLES: tuple[Table, ...] = (
             ("name", "VARCHAR", "The name."),
         ),
     ),
+    _API_CALLS,
     Table(
-        "api_calls",
-        "Host-side CUDA runtime and driver API calls (Nsight Systems CUPTI_ACTIVITY_KIND_RUNTIME).",
+        "api_call_rows",
+        # The names as ids: two text columns written on every call cost the 1M-kernel export's ingest 0.4 CPU-s
+        # (docs/performance.md, "Twenty-first pass").
+        "What the api_calls view is made of: one row per call, its name (with its base name) as an id into "
+        "api_names.",
+        tuple(c for c in ids_for_text(_API_CALLS.columns, {
+            "name": ("name_id", "BIGINT", "api_names.name_id of the call's name and base name, or NULL."),
+        }) if c.name != "base_name"),
+    ),
+    Table(
+        "api_names",
+        "The CUDA API call names of each capture, once each with their base name (api_call_rows refers to them "
+        "by name_id).",
         cols(
             CAPTURE_ID,
-            ("pid", "BIGINT", "Process id, decoded from globalTid."),
-            ("tid", "BIGINT", "Thread id, decoded from globalTid."),
-            ("correlation_id", "BIGINT", "Links to the GPU rows this call produced (same pid)."),
-            ("name", "VARCHAR", "Function name as recorded, with its version suffix (cudaLaunchKernel_v7000)."),
-            ("base_name", "VARCHAR", "name without the _vNNNN version suffix (cudaLaunchKernel)."),
-            ("kind", "ENUM('runtime', 'driver')", "runtime or driver (an ENUM, like nvtx_ranges.event_type), or NULL."),
-            *TIMES,
-            ("return_value", "BIGINT", "cudaError_t / CUresult returned, or NULL."),
+            ("name_id", "BIGINT", "Id of the name within its capture (the export's string id for nsys)."),
+            ("name", "VARCHAR", "api_calls.name."),
+            ("base_name", "VARCHAR", "api_calls.base_name."),
         ),
     ),
     Table(

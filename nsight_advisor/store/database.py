@@ -137,6 +137,21 @@ def insert_kernels(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
     _insert_through_view(con, "kernels", rows, ids)
 
 
+def insert_api_calls(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
+    """Insert CUDA API call rows given as the ``api_calls`` view's columns (a view: see schema/tables.py).
+
+    Each call's name and base name, as given, go into ``api_names`` once per capture; the rest into
+    ``api_call_rows``. For rule test cases, tests and notebooks; an ingest writes both tables in bulk.
+    """
+    def ids(row: dict) -> dict:
+        if row.get("name") is None and row.get("base_name") is None:
+            return {}
+        names = {"name": row.get("name"), "base_name": row.get("base_name")}
+        return {"name_id": _name_id(con, "api_names", "name_id", row["capture_id"], names)}
+
+    _insert_through_view(con, "api_calls", rows, ids)
+
+
 def insert_nvtx_ranges(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
     """Insert NVTX rows given as the ``nvtx_ranges`` view's columns (a view: see schema/tables.py).
 
@@ -167,15 +182,19 @@ def _insert_through_view(con: duckdb.DuckDBPyConnection, view: str, rows: list[d
                     [out[c] for c in cols])
 
 
-def _name_id(con: duckdb.DuckDBPyConnection, table: str, id_column: str, capture_id: int, name: str) -> int:
-    """The id of ``name`` in one of a capture's name tables (kernel_names, nvtx_domains); a new name is added
-    after the largest id (at least 1: domain 0 is the unnamed one)."""
-    found = con.execute(f"SELECT {id_column} FROM {table} WHERE capture_id = ? AND name = ?",
-                        [capture_id, name]).fetchone()
+def _name_id(con: duckdb.DuckDBPyConnection, table: str, id_column: str, capture_id: int, name) -> int:
+    """The id of ``name`` in one of a capture's name tables (kernel_names, nvtx_domains, api_names); a new name is
+    added after the largest id (at least 1: domain 0 is the unnamed one). ``name``: the name, or a dict of the
+    table's text columns (api_names: name and base_name, either of which may be None)."""
+    values = name if isinstance(name, dict) else {"name": name}
+    match = " AND ".join(f"{column} IS NOT DISTINCT FROM ?" for column in values)
+    found = con.execute(f"SELECT {id_column} FROM {table} WHERE capture_id = ? AND {match}",
+                        [capture_id, *values.values()]).fetchone()
     if found is None:
         found = con.execute(f"SELECT greatest(coalesce(max({id_column}), 0), 0) + 1 FROM {table} "
                             "WHERE capture_id = ?", [capture_id]).fetchone()
-        con.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", [capture_id, found[0], name])
+        con.execute(f"INSERT INTO {table} (capture_id, {id_column}, {', '.join(values)}) "
+                    f"VALUES (?, ?, {', '.join('?' for _ in values)})", [capture_id, found[0], *values.values()])
     return int(found[0])
 
 

@@ -44,7 +44,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "kernels": ("device_id", "context_id", "stream_id", "correlation_id", "start_ns", "end_ns", "name_id",
                 "short_name_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                 "registers_per_thread", "shared_mem_bytes", "blocks_per_sm", "warps_per_sm", "occupancy_pct"),
-    "api_calls": ("pid", "tid", "correlation_id", "name", "kind", "start_ns", "end_ns"),
+    "api_calls": ("pid", "tid", "correlation_id", "name_id", "kind", "start_ns", "end_ns"),
     "memcpys": ("device_id", "context_id", "stream_id", "correlation_id", "start_ns", "end_ns", "bytes",
                 "direction", "src_kind", "dst_kind"),
     "memsets": ("device_id", "context_id", "stream_id", "correlation_id", "start_ns", "end_ns", "bytes", "mem_kind"),
@@ -98,6 +98,7 @@ class EventRows:
         self.cpu_op_span: list[int] = []  # [first start, last end] of the operators, when not kept
         self.rows: dict[str, list[tuple]] = {table: [] for table in COLUMNS}
         self.kernel_names: dict[str, int] = {}  # name -> name_id (demangled and short names alike)
+        self.api_names: dict[str, int] = {}  # CUDA call name -> name_id (api_names; its calls refer to it)
         self.dropped: Counter = Counter()  # table -> rows dropped for a negative duration
         self.events = 0
         self._copy_names: dict[str, tuple] = {}
@@ -202,12 +203,15 @@ class EventRows:
         ts, dur, name = event["ts"], event["dur"], event["name"]
         if type(ts) not in _NUMBER or type(dur) not in _NUMBER or type(name) is not str:
             return self._odd(event, "api_calls")
-        start = int(ts * _K)  # names are checked for length a batch at a time (kineto._Ingest._arrow)
+        start = int(ts * _K)
         end = start + int(dur * _K)
         if end < start:
             return self._odd(event, "api_calls")
+        name_id = self.api_names.get(name)
+        if name_id is None:  # a new name: checked once, as a kernel's is
+            name_id = self.api_names[_check_name(name)] = len(self.api_names) + 1
         rows = self.rows["api_calls"]
-        rows.append((get("pid"), get("tid"), (get("args") or _EMPTY).get("correlation"), name,
+        rows.append((get("pid"), get("tid"), (get("args") or _EMPTY).get("correlation"), name_id,
                      kind, start, end))
         if len(rows) >= BATCH_ROWS:
             self._flush("api_calls")

@@ -219,13 +219,11 @@ class _Ingest:
             return
         stream_view(self.con, "kineto_batch", batches[0] if len(batches) == 1 else pa.concat_tables(batches))
         try:
-            if table == "api_calls":
+            if table == "api_calls":  # names as ids (EventRows.api_names), the names written once after the parse
                 self.sql("""
-                    INSERT INTO api_calls (capture_id, pid, tid, correlation_id, name, base_name, kind, start_ns,
-                                           end_ns, duration_ns)
-                    SELECT capture_id, pid, tid, correlation_id, name,
-                           CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v[0-9]+$', '') ELSE name END,
-                           kind, start_ns, end_ns, end_ns - start_ns
+                    INSERT INTO api_call_rows (capture_id, pid, tid, correlation_id, name_id, kind, start_ns, end_ns,
+                                               duration_ns)
+                    SELECT capture_id, pid, tid, correlation_id, name_id, kind, start_ns, end_ns, end_ns - start_ns
                     FROM kineto_batch""")
             elif table == "cpu_ops":
                 self.sql("""
@@ -288,17 +286,36 @@ class _Ingest:
         for table in COLUMNS:
             self.flush(table)
         self.sql("CREATE OR REPLACE TEMP TABLE " + self.stage("launcher") + f""" AS
-                  SELECT capture_id, correlation_id, min(pid) AS pid, min(tid) AS tid FROM api_calls
+                  SELECT capture_id, correlation_id, min(pid) AS pid, min(tid) AS tid FROM api_call_rows
                   WHERE capture_id IN ({self.in_ids}) AND correlation_id IS NOT NULL
                   GROUP BY capture_id, correlation_id""")
         if self.defer_cpu_ops:
             self.sql("INSERT INTO capture_deferred " + sql_params.values(
                 (cid, "cpu_ops", self.rows[cid].cpu_op_count) for cid in self.ids))
-        calls = self.counts("api_calls")
+        self.names("api_names", "api_names", """
+            SELECT capture_id, name_id, name,
+                   CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v[0-9]+$', '') ELSE name END
+            FROM kineto_names""")
+        calls = self.counts("api_call_rows")
         for cid in self.ids:
             if not calls.get(cid):
                 self.missing(cid, "api_calls", "no cuda_runtime or cuda_driver events: CUDA API calls were not traced",
                              CUDA_OPTION)
+
+    def names(self, table: str, of: str, select: str) -> None:
+        """Each capture's names of ``of`` (an EventRows dict of name -> id) into ``table``: ``select`` over the view
+        ``kineto_names`` (capture_id, name_id, name)."""
+        names = [(cid, name_id, name) for cid in self.ids for name, name_id in getattr(self.rows[cid], of).items()]
+        if not names:
+            return
+        cids, name_ids, texts = zip(*names)
+        table_ = pa.table({"capture_id": int_array(np.array(cids), pa.int64()),
+                           "name_id": int_array(np.array(name_ids), pa.int64()), "name": string_array(texts)})
+        stream_view(self.con, "kineto_names", table_)
+        try:
+            self.sql(f"INSERT INTO {table} {select}")
+        finally:
+            drop_view(self.con, "kineto_names")
 
     # -- GPU rows --------------------------------------------------------------------------------------------
     def gpu_rows(self) -> None:
@@ -316,16 +333,7 @@ class _Ingest:
             FROM (SELECT *, {_i32('grid_x')} AS gx, {_i32('grid_y')} AS gy, {_i32('grid_z')} AS gz,
                          {_i32('block_x')} AS bx, {_i32('block_y')} AS by_, {_i32('block_z')} AS bz FROM {k}) k
             LEFT JOIN {launcher} l ON l.capture_id = k.capture_id AND l.correlation_id = k.correlation_id""")
-        names = [(cid, name_id, name) for cid in self.ids for name, name_id in self.rows[cid].kernel_names.items()]
-        if names:
-            cids, name_ids, texts = zip(*names)
-            table = pa.table({"capture_id": int_array(np.array(cids), pa.int64()),
-                              "name_id": int_array(np.array(name_ids), pa.int64()), "name": string_array(texts)})
-            stream_view(self.con, "kineto_names", table)
-            try:
-                self.sql("INSERT INTO kernel_names SELECT capture_id, name_id, name FROM kineto_names")
-            finally:
-                drop_view(self.con, "kineto_names")
+        self.names("kernel_names", "kernel_names", "SELECT capture_id, name_id, name FROM kineto_names")
         self.sql(f"""
             INSERT INTO kernel_occupancy
             SELECT capture_id, {_i32('device_id')}, {_i32('stream_id')}, correlation_id, start_ns, blocks_per_sm,
@@ -366,7 +374,7 @@ class _Ingest:
         # The host process of a trace's GPU annotations: its only process making CUDA calls, when there is one.
         source = f"""
             WITH host AS (
-                SELECT capture_id, CASE WHEN count(DISTINCT pid) = 1 THEN min(pid) END AS pid FROM api_calls
+                SELECT capture_id, CASE WHEN count(DISTINCT pid) = 1 THEN min(pid) END AS pid FROM api_call_rows
                 WHERE capture_id IN ({self.in_ids}) GROUP BY capture_id
             )
             SELECT a.capture_id, a.domain_id, coalesce(a.pid, h.pid) AS pid, a.tid, a.text, a.start_ns, a.end_ns,
@@ -431,7 +439,7 @@ class _Ingest:
         spans = {cid: (s, e) for cid, s, e in self.sql(f"""
             SELECT capture_id, min(s), max(e) FROM (
                 SELECT capture_id, start_ns s, end_ns e FROM kernel_rows WHERE capture_id IN ({self.in_ids}) UNION ALL
-                SELECT capture_id, start_ns, end_ns FROM api_calls WHERE capture_id IN ({self.in_ids}) UNION ALL
+                SELECT capture_id, start_ns, end_ns FROM api_call_rows WHERE capture_id IN ({self.in_ids}) UNION ALL
                 SELECT capture_id, start_ns, end_ns FROM memcpys WHERE capture_id IN ({self.in_ids}) UNION ALL
                 SELECT capture_id, start_ns, end_ns FROM memsets WHERE capture_id IN ({self.in_ids}) UNION ALL
                 SELECT capture_id, start_ns, end_ns FROM syncs WHERE capture_id IN ({self.in_ids}) UNION ALL

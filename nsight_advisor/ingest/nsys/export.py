@@ -103,8 +103,9 @@ def write_capture_row(reader: ExportReader) -> None:
     path = reader.cat.path
     span = reader.sql("""
         SELECT min(s), max(e) FROM (
-            SELECT min(start_ns) s, max(end_ns) e FROM kernels WHERE capture_id = $cid UNION ALL
-            SELECT min(start_ns), max(end_ns) FROM api_calls WHERE capture_id = $cid UNION ALL
+            -- the tables under the kernels and api_calls views: their names are not needed here
+            SELECT min(start_ns) s, max(end_ns) e FROM kernel_rows WHERE capture_id = $cid UNION ALL
+            SELECT min(start_ns), max(end_ns) FROM api_call_rows WHERE capture_id = $cid UNION ALL
             SELECT min(start_ns), max(end_ns) FROM memcpys WHERE capture_id = $cid UNION ALL
             SELECT min(start_ns), max(end_ns) FROM memsets WHERE capture_id = $cid UNION ALL
             SELECT min(start_ns), max(end_ns) FROM syncs WHERE capture_id = $cid UNION ALL

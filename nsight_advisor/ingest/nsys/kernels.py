@@ -15,19 +15,24 @@ def read_api_calls(reader: ExportReader) -> None:
         return
     r = "r"
     event_class = reader.col(RUNTIME, "eventClass", r)
+    # Names as the export's string ids; the strings (with their base names) go into api_names once (api_calls is
+    # a view joining them).
     reader.sql(f"""
-        INSERT INTO api_calls
-        SELECT ?, {PID_OF.format(col='r.globalTid')}, {TID_OF.format(col='r.globalTid')}, r.correlationId,
-               s.value, s.base_name,
+        INSERT INTO api_call_rows
+        SELECT ?, {PID_OF.format(col='r.globalTid')}, {TID_OF.format(col='r.globalTid')}, r.correlationId, r.nameId,
                CASE WHEN {event_class} = {E.EVENT_CLASS_CUDA_DRIVER} THEN 'driver'
                     WHEN {event_class} = {E.EVENT_CLASS_CUDA_RUNTIME} THEN 'runtime'
                     WHEN s.value LIKE 'cuda%' THEN 'runtime'
                     WHEN s.value LIKE 'cu%' THEN 'driver' END,
                r.start, r."end", r."end" - r.start, {reader.col(RUNTIME, 'returnValue', r)}
         FROM {reader.table(RUNTIME)} r
-        LEFT JOIN (SELECT id, value, regexp_replace(value, '_v[0-9]+$', '') AS base_name FROM {reader.strings()}) s
-          ON s.id = r.nameId
+        LEFT JOIN {reader.strings()} s ON s.id = r.nameId
         WHERE {reader.valid_rows(r)}""", [reader.cid])
+    # a call whose name id the export's strings lack keeps its id, with no name (as the join gave it before)
+    reader.sql(f"""
+        INSERT INTO api_names
+        SELECT $cid, s.id, s.value, regexp_replace(s.value, '_v[0-9]+$', '') FROM {reader.strings()} s
+        WHERE s.id IN (SELECT DISTINCT name_id FROM api_call_rows WHERE capture_id = $cid)""", {"cid": reader.cid})
     reader.dropped_note("api_calls", RUNTIME)
     if not reader.cat.count(RUNTIME):
         reader.missing("api_calls", f"{RUNTIME} is empty: no CUDA API calls were traced", "nsys profile --trace=cuda")
@@ -53,8 +58,9 @@ def read_kernels(reader: ExportReader) -> None:
     reader.sql(f"""
         INSERT INTO kernel_rows
         WITH launcher AS (
-            SELECT pid, correlation_id, min(tid) AS tid FROM api_calls
-            WHERE capture_id = $cid AND correlation_id IS NOT NULL AND contains(name, 'Launch')
+            SELECT pid, correlation_id, min(tid) AS tid FROM api_call_rows
+            WHERE capture_id = $cid AND correlation_id IS NOT NULL
+              AND name_id IN (SELECT name_id FROM api_names WHERE capture_id = $cid AND contains(name, 'Launch'))
             GROUP BY pid, correlation_id
         ), src AS (
             SELECT {INT32_OR_NULL.format(col=column('deviceId'))} AS device_id, {INT32_OR_NULL.format(col=column('contextId'))} AS context_id,

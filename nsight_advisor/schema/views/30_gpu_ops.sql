@@ -58,7 +58,7 @@ create or replace view cuda_api_calls as
 with repeated as (
     -- correlation ids recorded more than once on one thread: the only candidates for a nested duplicate
     select capture_id, pid, tid, correlation_id
-    from api_calls
+    from api_call_rows
     where correlation_id is not null and correlation_id <> 0
     group by all
     having count(*) > 1
@@ -75,18 +75,21 @@ nested as (
            or outer_call.name < inner_call.name)
     group by all
 ),
-classes as (
+names as (
     -- a capture calls a few hundred distinct functions: classify each name once, not each of a million calls
-    select base_name, na_api_class(base_name) as api_class
-    from (select distinct base_name from api_calls)
+    select capture_id, name_id, name, base_name, na_api_class(base_name) as api_class
+    from api_names
 )
-select a.*, c.api_class
-from api_calls a
-left join classes c on c.base_name is not distinct from a.base_name
+-- api_call_rows with their names, as the api_calls view gives them, and the class ('other' without a name, as
+-- na_api_class says of NULL)
+select a.capture_id, a.pid, a.tid, a.correlation_id, c.name, c.base_name, a.kind, a.start_ns, a.end_ns,
+       a.duration_ns, a.return_value, coalesce(c.api_class, 'other') as api_class
+from api_call_rows a
+left join names c on c.capture_id = a.capture_id and c.name_id = a.name_id
 anti join nested n
     on n.capture_id = a.capture_id and n.pid = a.pid and n.tid is not distinct from a.tid
     and n.correlation_id = a.correlation_id and n.start_ns = a.start_ns and n.end_ns = a.end_ns
-    and n.name is not distinct from a.name;
+    and n.name is not distinct from c.name;
 
 -- @view kernel_totals
 -- The kernels' time per name: one row per capture, GPU, kernel name and base name, with its launches and their
