@@ -19,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 
 #: Tables a Kineto capture fills, with the time columns that move (start first; end keeps its duration).
-_TIMED = {"api_calls": ("start_ns", "end_ns"), "cpu_ops": ("start_ns", "end_ns"), "kernel_rows": ("start_ns", "end_ns"),
+_TIMED = {"api_call_rows": ("start_ns", "end_ns"), "cpu_ops": ("start_ns", "end_ns"), "kernel_rows": ("start_ns", "end_ns"),
           "kernel_occupancy": ("start_ns", None), "memcpys": ("start_ns", "end_ns"), "memsets": ("start_ns", "end_ns"),
           "nvtx_rows": ("start_ns", "end_ns")}
-_PLAIN = ("gpus", "kernel_names", "nvtx_domains", "capture_missing")
+_PLAIN = ("gpus", "kernel_names", "api_names", "nvtx_domains", "capture_missing")
 
 
 def jitter(rank: int, k: int, jitter_max_ns: int) -> int:
