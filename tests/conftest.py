@@ -27,6 +27,25 @@ def nsys_exports() -> list[Path]:
     return sorted((TRACES / "nsys").glob("*.sqlite")) if TRACES.exists() else []
 
 
+def kineto_traces() -> list[Path]:
+    """Every real single-file PyTorch profiler trace (the DLRM job's ranks, in their folder, are apart; empty list when
+    the traces are absent)."""
+    return sorted((TRACES / "kineto").glob("*.json.gz")) if TRACES.exists() else []
+
+
+def export_rows(export: Path, sql: str) -> list[tuple]:
+    """``sql`` run by SQLite itself on a real export, read-only, invalid UTF-8 in text replaced: the reference the
+    store's rows are checked against."""
+    import sqlite3
+
+    src = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    src.text_factory = lambda b: b.decode("utf-8", "replace")
+    try:
+        return src.execute(sql).fetchall()
+    finally:
+        src.close()
+
+
 def ncu_reports() -> list[Path]:
     """Every real .ncu-rep (empty list when the traces are absent)."""
     return sorted((TRACES / "ncu").glob("*.ncu-rep")) if TRACES.exists() else []

@@ -9,22 +9,17 @@ view is refused in one line.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from conftest import TRACES, nsys_exports, trace_param
+from conftest import TRACES, export_rows, kineto_traces, nsys_exports, trace_param
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest import ingest_capture
 from nsight_advisor.ingest.nsys.export import read_catalog
 from nsight_advisor.schema.tables import get_table
 from nsight_advisor.store.database import connect, insert_api_calls
-
-
-def _kineto_traces() -> list[Path]:
-    return sorted((TRACES / "kineto").glob("*.json.gz")) if TRACES.exists() else []
 
 
 def test_the_view_has_the_documented_columns_in_order(memory_store) -> None:
@@ -62,14 +57,9 @@ def test_every_call_of_a_real_export_keeps_its_name(export: Path, tmp_path: Path
     base name without the version suffix; api_names holds each name once."""
     if "CUPTI_ACTIVITY_KIND_RUNTIME" not in read_catalog(export).tables:
         pytest.skip(f"{export.name} has no CUDA API table")
-    src = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
-    src.text_factory = lambda b: b.decode("utf-8", "replace")
-    try:
-        theirs = src.execute("""
-            SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId
-            WHERE r.start IS NOT NULL AND r."end" IS NOT NULL AND r."end" >= r.start GROUP BY 1""").fetchall()
-    finally:
-        src.close()
+    theirs = export_rows(export, """
+        SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId
+        WHERE r.start IS NOT NULL AND r."end" IS NOT NULL AND r."end" >= r.start GROUP BY 1""")
     con = connect(tmp_path / "s.duckdb")
     try:
         ingest_capture(con, 1, export)
@@ -83,7 +73,7 @@ def test_every_call_of_a_real_export_keeps_its_name(export: Path, tmp_path: Path
         con.close()
 
 
-@pytest.mark.parametrize("trace", trace_param(nsys_exports() + _kineto_traces()))
+@pytest.mark.parametrize("trace", trace_param(nsys_exports() + kineto_traces()))
 def test_the_analysis_reads_the_calls_the_stored_view_gives(trace: Path, tmp_path: Path) -> None:
     """accounting.prepare replaces cuda_api_calls by a join of the rows with their classified names where no call
     is nested in another; it gives the stored view's rows, class included."""
@@ -107,7 +97,7 @@ def test_the_analysis_reads_the_calls_the_stored_view_gives(trace: Path, tmp_pat
 
 def test_a_kineto_trace_stores_each_call_name_once(tmp_path: Path) -> None:
     """Kineto batches add their new names to api_names as they come: each once, numbered from 1 per capture."""
-    traces = _kineto_traces()
+    traces = kineto_traces()
     if not traces:
         pytest.skip(f"real traces absent at {TRACES}")
     con = connect(tmp_path / "s.duckdb")

@@ -9,13 +9,12 @@ instead of being half-updated.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from conftest import REPO, TRACES, nsys_exports, trace_param
+from conftest import REPO, export_rows, kineto_traces, nsys_exports, trace_param
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest import ingest_capture
 from nsight_advisor.ingest.nsys.export import read_catalog
@@ -78,17 +77,12 @@ def test_every_launch_of_a_real_export_keeps_its_names(export: Path, tmp_path: P
     """The view gives each launch the names its string ids resolve to in the export (SQLite's own join)."""
     if "CUPTI_ACTIVITY_KIND_KERNEL" not in read_catalog(export).tables:
         pytest.skip(f"{export.name} has no kernel table")
-    src = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
-    src.text_factory = lambda b: b.decode("utf-8", "replace")
-    try:
-        theirs = src.execute("""
-            SELECT count(*), count(coalesce(d.value, s.value)), count(s.value), count(DISTINCT coalesce(d.value, s.value))
-            FROM CUPTI_ACTIVITY_KIND_KERNEL k
-            LEFT JOIN StringIds s ON s.id = k.shortName
-            LEFT JOIN StringIds d ON d.id = k.demangledName
-            WHERE k.start IS NOT NULL AND k."end" IS NOT NULL AND k."end" >= k.start""").fetchone()
-    finally:
-        src.close()
+    theirs = export_rows(export, """
+        SELECT count(*), count(coalesce(d.value, s.value)), count(s.value), count(DISTINCT coalesce(d.value, s.value))
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        LEFT JOIN StringIds s ON s.id = k.shortName
+        LEFT JOIN StringIds d ON d.id = k.demangledName
+        WHERE k.start IS NOT NULL AND k."end" IS NOT NULL AND k."end" >= k.start""")[0]
     con = connect(tmp_path / "s.duckdb")
     try:
         ingest_capture(con, 1, export)
@@ -99,11 +93,7 @@ def test_every_launch_of_a_real_export_keeps_its_names(export: Path, tmp_path: P
     assert ours == theirs
 
 
-def _kineto_traces() -> list[Path]:
-    return sorted((TRACES / "kineto").glob("*.json.gz")) if TRACES.exists() else []
-
-
-@pytest.mark.parametrize("trace", trace_param(nsys_exports() + _kineto_traces()))
+@pytest.mark.parametrize("trace", trace_param(nsys_exports() + kineto_traces()))
 def test_kernel_totals_are_the_kernels_summed_per_name(trace: Path, tmp_path: Path) -> None:
     """kernel_totals (grouped by name ids, names joined after) holds what grouping every launch of the kernels view
     by its names gives, row for row, also materialized as the analysis makes it; and what the summary, the impacts

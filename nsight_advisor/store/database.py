@@ -131,7 +131,7 @@ def insert_kernels(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
     names = {"name": "name_id", "short_name": "short_name_id", "mangled_name": "mangled_name_id"}
 
     def ids(row: dict) -> dict:
-        return {id_column: _name_id(con, "kernel_names", "name_id", row["capture_id"], row[column])
+        return {id_column: _name_id(con, "kernel_names", "name_id", row["capture_id"], {"name": row[column]})
                 for column, id_column in names.items() if row.get(column) is not None}
 
     _insert_through_view(con, "kernels", rows, ids)
@@ -160,7 +160,7 @@ def insert_nvtx_ranges(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None
     def ids(row: dict) -> dict:
         domain = row.get("domain")
         return {"domain_id": 0 if domain in (None, "Default")
-                else _name_id(con, "nvtx_domains", "domain_id", row["capture_id"], domain)}
+                else _name_id(con, "nvtx_domains", "domain_id", row["capture_id"], {"name": domain})}
 
     _insert_through_view(con, "nvtx_ranges", rows, ids)
 
@@ -182,11 +182,11 @@ def _insert_through_view(con: duckdb.DuckDBPyConnection, view: str, rows: list[d
                     [out[c] for c in cols])
 
 
-def _name_id(con: duckdb.DuckDBPyConnection, table: str, id_column: str, capture_id: int, name) -> int:
-    """The id of ``name`` in one of a capture's name tables (kernel_names, nvtx_domains, api_names); a new name is
-    added after the largest id (at least 1: domain 0 is the unnamed one). ``name``: the name, or a dict of the
-    table's text columns (api_names: name and base_name, either of which may be None)."""
-    values = name if isinstance(name, dict) else {"name": name}
+def _name_id(con: duckdb.DuckDBPyConnection, table: str, id_column: str, capture_id: int,
+             values: dict[str, str | None]) -> int:
+    """The id of a name in one of a capture's name tables (kernel_names, nvtx_domains, api_names), given as the
+    table's text columns (``{"name": ...}``; api_names: name and base_name, either of which may be None); a new
+    name is added after the largest id (at least 1: domain 0 is the unnamed one)."""
     match = " AND ".join(f"{column} IS NOT DISTINCT FROM ?" for column in values)
     found = con.execute(f"SELECT {id_column} FROM {table} WHERE capture_id = ? AND {match}",
                         [capture_id, *values.values()]).fetchone()

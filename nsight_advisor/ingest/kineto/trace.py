@@ -309,9 +309,9 @@ class _Ingest:
         if not names:
             return
         cids, name_ids, texts = zip(*names)
-        table_ = pa.table({"capture_id": int_array(np.array(cids), pa.int64()),
-                           "name_id": int_array(np.array(name_ids), pa.int64()), "name": string_array(texts)})
-        stream_view(self.con, "kineto_names", table_)
+        batch = pa.table({"capture_id": int_array(np.array(cids), pa.int64()),
+                          "name_id": int_array(np.array(name_ids), pa.int64()), "name": string_array(texts)})
+        stream_view(self.con, "kineto_names", batch)
         try:
             self.sql(f"INSERT INTO {table} {select}")
         finally:
