@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TRACES, nsys_exports, trace_param
+from conftest import REPO, TRACES, export_rows, nsys_exports, trace_param
 from nsight_advisor.ingest.nsys.export import ingest_nsys_sqlite, read_catalog
 from nsight_advisor.store.database import connect
 
@@ -118,6 +118,31 @@ def test_gpus_without_gpu_table_come_from_kernels(store) -> None:
     con = _one("nsys_ai_h100_2gpu_1s", store)
     assert con.execute("SELECT device_id, name, sm_count FROM gpus ORDER BY 1").fetchall() == [(0, None, None),
                                                                                               (1, None, None)]
+
+
+@pytest.mark.parametrize("stem", ["nsys_ai_h100_2gpu_1s", "nsys_ai_mfu_2gpu_after", "nsys_ai_mfu_2gpu_before"])
+def test_gpus_of_a_trimmed_export_are_the_devices_its_events_name(stem: str, store) -> None:
+    # read from the stored events after they are ingested (export.STEPS), against SQLite's own reading of the export
+    path = TRACES / "nsys" / f"{stem}.sqlite"
+    if not path.exists():
+        pytest.skip(f"real traces absent at {TRACES}")
+    expected = export_rows(path, """
+        SELECT DISTINCT deviceId FROM (SELECT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL
+                                       UNION ALL SELECT deviceId FROM CUPTI_ACTIVITY_KIND_MEMCPY
+                                       UNION ALL SELECT deviceId FROM CUPTI_ACTIVITY_KIND_MEMSET)
+        WHERE deviceId IS NOT NULL ORDER BY 1""")
+    ingest_nsys_sqlite(store, 1, path)
+    assert store.execute("SELECT device_id FROM gpus ORDER BY 1").fetchall() == expected
+    assert store.execute("SELECT data FROM capture_missing WHERE data = 'gpus'").fetchall() == [("gpus",)]
+
+
+def test_gpus_without_gpu_table_include_devices_of_copies_and_sets_alone(tmp_path: Path, store) -> None:
+    trimmed = _tampered_sample(tmp_path / "trimmed.sqlite", "DROP TABLE TARGET_INFO_GPU",
+                               "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET deviceId = 3",
+                               "UPDATE CUPTI_ACTIVITY_KIND_MEMSET SET deviceId = 5")
+    ingest_nsys_sqlite(store, 1, trimmed)
+    assert store.execute("SELECT device_id, name FROM gpus ORDER BY 1").fetchall() == [(0, None), (3, None),
+                                                                                       (5, None)]
 
 
 def test_unified_memory_labels(store) -> None:

@@ -124,15 +124,16 @@ def write_capture_row(reader: ExportReader) -> None:
     ])
 
 
-#: The normalized tables in the order they are filled (kernels look their launching thread up in api_calls;
-#: the capture's span is taken last, over every table).
+#: The normalized tables in the order they are filled (kernels look their launching thread up in api_calls; an
+#: export with no GPU table has its GPUs from the stored kernels, copies and sets; the capture's span is taken
+#: last, over every table).
 STEPS: dict[str, Callable[[ExportReader], None]] = {
-    "gpus": read_gpus,
     "api_calls": read_api_calls,
     "kernels": read_kernels,
     "memcpys": read_memcpys,
     "memsets": read_memsets,
     "syncs": read_syncs,
+    "gpus": read_gpus,
     "nvtx_ranges": read_nvtx_ranges,
     "gpu_metrics": read_gpu_metrics,
     "callchains": read_callchains,
