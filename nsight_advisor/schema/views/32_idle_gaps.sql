@@ -240,12 +240,11 @@ traced as (
     where capture_id not in (select capture_id from capture_missing where data = 'api_calls')
 ),
 decided as (
+    -- a judged gap (20 us or more): what the host did in it
     select
-        g.*,
+        g.capture_id, g.device_id, g.start_ns, g.end_ns, g.duration_ns, g.position,
         c.api_ns,
-        coalesce(c.jit_ns, 0) + coalesce(r.jit_ns, 0) as jit_ns,
         case
-            when g.duration_ns < 20000 then case when ss.label is not null then 'sync' else 'launch' end
             when q.waits_for is not null then 'dependency'
             when coalesce(c.jit_ns, 0) + coalesce(r.jit_ns, 0) >= g.duration_ns / 10 then 'jit'
             when c.startup_ns >= g.duration_ns / 10 then 'startup'
@@ -259,14 +258,13 @@ decided as (
             else 'unknown'
         end as cause,
         c.jit_label as c_jit_label, r.jit_label as r_jit_label, c.startup_label, c.alloc_label, c.copy_label,
-        coalesce(c.sync_label, ss.label) as sync_label,
-        coalesce(r.inner_label, c.any_label) as host_label, q.waits_for, q.launch_thread,
+        c.sync_label, coalesce(r.inner_label, c.any_label) as host_label, q.waits_for, q.launch_thread,
         l.launch_thread as launcher,
         c.jit_thread as c_jit_thread, r.jit_thread as r_jit_thread, c.startup_thread, c.alloc_thread,
-        c.copy_thread, coalesce(c.sync_thread, ss.thread) as sync_thread, ss.overlap_ns as short_sync_ns,
+        c.copy_thread, c.sync_thread,
         case when r.inner_label is not null then r.inner_thread else c.any_thread end as host_thread,
         coalesce(c.jit_ns, 0) >= coalesce(r.jit_ns, 0) as jit_by_call
-    from gaps g
+    from judged g
     left join per_gap c on c.capture_id = g.capture_id and c.device_id is not distinct from g.device_id
         and c.gap_start_ns = g.start_ns
     left join per_gap_ranges r on r.capture_id = g.capture_id and r.device_id is not distinct from g.device_id
@@ -276,8 +274,18 @@ decided as (
         and q.gap_start_ns = g.start_ns
     left join launcher l on l.capture_id = g.capture_id and l.device_id is not distinct from g.device_id
         and l.gap_start_ns = g.start_ns
+    union all by name
+    -- a shorter gap (the million of a launch-bound capture): the next launch, unless a synchronization returned in
+    -- it; apart from the judged gaps, so that only the few synchronizations are joined to them (the facts of the
+    -- judged gaps joined to every gap made the planner hash the million gaps)
+    select
+        g.capture_id, g.device_id, g.start_ns, g.end_ns, g.duration_ns, g.position,
+        case when ss.label is not null then 'sync' else 'launch' end as cause,
+        ss.label as sync_label, ss.thread as sync_thread, ss.overlap_ns as short_sync_ns
+    from gaps g
     left join short_sync ss on ss.capture_id = g.capture_id and ss.device_id is not distinct from g.device_id
         and ss.gap_start_ns = g.start_ns
+    where g.duration_ns < 20000
 ),
 named as (
     select
