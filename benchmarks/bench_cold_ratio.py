@@ -5,7 +5,7 @@
 
 Each run measures, one after the other on the same replayed export (bench_ingest.build_export): `nsys stats` with
 the three summaries the report covers, then a cold `analyze --no-cache -o report.html` of this checkout (and of the
-baseline checkout, run from its own folder through PYTHONPATH). Cold is as in bench_small.py: no store and no kept
+baseline checkout, run from its own folder through PYTHONPATH; the two take turns to run first). Cold is as in bench_small.py: no store and no kept
 result, only the support files an earlier run on the machine leaves (the schema template, the compiled report
 templates, the rules' parsed TOML); `--first` measures with an empty cache folder instead. On a small shared
 machine the anchor moves as much as we do; the ratio of two commands run back to back, and the median over runs,
@@ -85,7 +85,9 @@ def main() -> None:
             # without nsys the baseline's cold run is the anchor (ratio this / baseline)
             anchor = nsys_anchor(export, work) if have_nsys else None
             row = {"run": run, "nsys_s": anchor["wall_s"] if anchor else float("nan")}
-            for label, checkout in checkouts:
+            # the two checkouts take turns to run first, so that whatever running right after `nsys stats` does
+            # (its files in the page cache, the machine's load) does not always fall on the same one
+            for label, checkout in (checkouts if run % 2 else checkouts[::-1]):
                 res = cold(export, work, checkout, support[label])
                 if res["rc"] != 0:
                     sys.exit(f"{label}: cold analyze failed: {res.get('stderr', '')}")
