@@ -15,11 +15,19 @@ import pytest
 from conftest import TRACES, trace_param
 
 FIVE = ("cuda_perf_sandbox", "cutlass_benchmark", "pipit_cloverleaf_a100", "uvmtorch", "jorgedavyd_cuda")
-_TMP = Path(tempfile.mkdtemp(prefix="na-host-activity-"))
+_TMP: list[Path] = []  # the module's store folder, made when a test first needs one (a run that selects none of
+# this module's tests, with -k, leaves no folder behind)
+
+
+def _tmp() -> Path:
+    if not _TMP:
+        _TMP.append(Path(tempfile.mkdtemp(prefix="na-host-activity-")))
+    return _TMP[0]
 
 
 def teardown_module(_module) -> None:
-    shutil.rmtree(_TMP, ignore_errors=True)
+    for folder in _TMP:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,7 +38,7 @@ def _rows(name: str) -> list[dict]:
     path = TRACES / "nsys" / f"{name}.sqlite"
     if not path.exists():
         pytest.skip(f"real traces absent at {TRACES}")
-    con, ids = workflow.load([path], store_path=_TMP / f"{name}.duckdb", use_cache=False)
+    con, ids = workflow.load([path], store_path=_tmp() / f"{name}.duckdb", use_cache=False)
     cur = con.execute("select * from host_activity where capture_id = ? order by start_ns", [ids[0]])
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]

@@ -16,11 +16,19 @@ import pytest
 from conftest import TRACES
 
 DLRM0 = "kineto/dlrm_8rank/worker0_step_12.1694128201545.pt.trace.json.gz"
-_TMP = Path(tempfile.mkdtemp(prefix="na-op-kernels-"))
+_TMP: list[Path] = []  # the module's store folder, made when a test first needs one (a run that selects none of
+# this module's tests, with -k, leaves no folder behind)
+
+
+def _tmp() -> Path:
+    if not _TMP:
+        _TMP.append(Path(tempfile.mkdtemp(prefix="na-op-kernels-")))
+    return _TMP[0]
 
 
 def teardown_module(_module) -> None:
-    shutil.rmtree(_TMP, ignore_errors=True)
+    for folder in _TMP:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,7 +38,7 @@ def _store(name: str):
     path = TRACES / name
     if not path.exists():
         pytest.skip(f"real traces absent at {TRACES}")
-    con, ids = workflow.load([path], store_path=_TMP / (Path(name).name + ".duckdb"), use_cache=False)
+    con, ids = workflow.load([path], store_path=_tmp() / (Path(name).name + ".duckdb"), use_cache=False)
     return con, ids[0]
 
 
