@@ -317,9 +317,12 @@ def finding_gaps(con, g: StepGraph, findings: list[Finding]) -> dict[int, list[t
                    unnest($lo::bigint[]) as lo, unnest($hi::bigint[]) as hi
         ),
         g as (
+            -- one row per finding and cause, joined on the cause too: with list_contains() as the condition every
+            -- gap of the device (a million launch gaps) was joined to each finding first and then dropped
             select f.k, f.impact, f.lo, f.hi, g.start_ns, g.end_ns, g.cause, g.end_ns - g.start_ns as d
-            from f join gpu_idle_gaps g
-                on g.capture_id = f.capture_id and g.device_id = f.device_id and list_contains(f.causes, g.cause)
+            from (select k, capture_id, device_id, unnest(list_distinct(causes)) as cause, impact, lo, hi from f) f
+            join gpu_idle_gaps g
+                on g.capture_id = f.capture_id and g.device_id = f.device_id and g.cause = f.cause
                and g.position = 'between'
         ),
         -- a gap is held when the gaps before it (longest first, ties by start) sum to less than the impact: the
