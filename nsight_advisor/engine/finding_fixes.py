@@ -65,12 +65,11 @@ def _pageable_calls(con, g: StepGraph) -> dict[int, set[tuple]]:
     kept = g.__dict__.get("_pageable_calls")
     if kept is None:
         rows = sql_params.execute(con, """
-            select distinct a.capture_id, a.pid, a.correlation_id from api_call_rows a
-            join api_names n on n.capture_id = a.capture_id and n.name_id = a.name_id
+            select distinct a.capture_id, a.pid, a.correlation_id from api_calls a
             join memcpys m on m.capture_id = a.capture_id and m.correlation_id = a.correlation_id and m.pid = a.pid
             where a.capture_id in (select unnest($c::integer[]))
               and (m.src_kind = 'pageable' or m.dst_kind = 'pageable')
-              and (n.base_name ilike 'cudaMemcpy%async%' or n.base_name ilike 'cuMemcpy%async%')""",
+              and (a.base_name ilike 'cudaMemcpy%async%' or a.base_name ilike 'cuMemcpy%async%')""",
                                   {"c": sorted(_columns(g).windows)}).fetchall()
         kept = g.__dict__["_pageable_calls"] = {}
         for cid, pid, corr in rows:
