@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -196,6 +197,7 @@ def _bad_inputs() -> dict[str, tuple[str, bytes]]:
         "event-without-ts": ("t.json", _trace([{k: v for k, v in _KERNEL.items() if k != "ts"}])),
         "event-not-an-object": ("t.json", _trace([_KERNEL, 5])),
         "text-timestamp": ("t.json", _trace([{**_KERNEL, "ts": "soon"}])),
+        "numeric-name": ("t.json", _trace([{**_KERNEL, "name": 1.5}])),
         "ten-mb-name": ("t.json.gz", gzip.compress(_trace([{**_KERNEL, "name": "k" * (10 << 20)}]))),
     }
 
@@ -213,6 +215,38 @@ def test_bad_kineto_input_exits_2_with_one_line_and_writes_nothing(kind: str, tm
     assert len(lines) == 1 and str(capture) in lines[0] and "Traceback" not in proc.stderr, proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [name], "nothing written beside the input"
     assert capture.read_bytes() == data
+
+
+@pytest.mark.parametrize("name, said", [(1.5, "the number 1.5"), (7, "the number 7"), (None, "null"),
+                                        (True, "true"), ([1], "a list"), ({"a": 1}, "an object")])
+def test_a_name_that_is_not_text_is_said_in_json_terms(store, tmp_path: Path, name, said: str) -> None:
+    # the parser reads fractions as Decimal: the error names the JSON value, never the Python type behind it
+    capture = tmp_path / "t.json"
+    capture.write_bytes(_trace([{**_KERNEL, "name": name}]))
+    pattern = rf"traceEvents\[0\] \(cat kernel\): name is {re.escape(said)}, not text"
+    with pytest.raises(InputError, match=pattern) as err:
+        ingest_capture(store, 1, capture)
+    assert "Decimal" not in str(err.value) and "NoneType" not in str(err.value)
+
+
+@pytest.mark.parametrize("args, said", [("wide", "args is the text 'wide', not an object"),
+                                        (True, "args is true, not an object"),
+                                        ([1, 2], "args is a list, not an object")])
+def test_args_that_are_not_an_object_are_named(store, tmp_path: Path, args, said: str) -> None:
+    capture = tmp_path / "t.json"
+    capture.write_bytes(_trace([{**_KERNEL, "args": args}]))
+    with pytest.raises(InputError, match=rf"traceEvents\[0\] \(cat kernel\): {re.escape(said)}$") as err:
+        ingest_capture(store, 1, capture)
+    assert "attribute" not in str(err.value)  # no Python error text
+
+
+def test_a_number_field_holding_text_is_said_in_json_terms(store, tmp_path: Path) -> None:
+    capture = tmp_path / "t.json"
+    copy = {**_KERNEL, "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)",
+            "args": {**_KERNEL["args"], "bytes": "many"}}
+    capture.write_bytes(_trace([copy]))
+    with pytest.raises(InputError, match=r"traceEvents\[0\] \(cat gpu_memcpy\): a number field is the text 'many'$"):
+        ingest_capture(store, 1, capture)
 
 
 def test_bad_event_is_an_input_error_in_the_library(store, tmp_path: Path) -> None:

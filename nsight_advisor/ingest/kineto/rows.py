@@ -144,7 +144,10 @@ class EventRows:
                 raise
             if type(event) is not dict:
                 raise InputError(f"traceEvents[{index}] is not an object") from None
-            raise InputError(f"traceEvents[{index}] (cat {str(event.get('cat'))[:40]}): {_reason(exc)}") from None
+            args = event.get("args")
+            reason = (f"args is {_json_kind(args)}, not an object" if args is not None and type(args) is not dict
+                      else _reason(exc))
+            raise InputError(f"traceEvents[{index}] (cat {str(event.get('cat'))[:40]}): {reason}") from None
         self.events = index + 1
         for table in COLUMNS:
             self._flush(table)
@@ -358,10 +361,26 @@ class EventRows:
 
 def _check_name(name) -> str:
     if type(name) is not str:
-        raise ValueError(f"name is {type(name).__name__}, not text")
+        raise ValueError(f"name is {_json_kind(name)}, not text")
     if len(name) > MAX_NAME_CHARS:
         raise ValueError(f"a name of {len(name):,} characters (more than {MAX_NAME_CHARS:,}): not a name")
     return name
+
+
+def _json_kind(value) -> str:
+    """What a JSON value is, in the trace's terms (the parser's Python types, such as Decimal, mean nothing to the
+    reader of an error)."""
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "true" if value else "false"
+    if type(value) in (int, float, Decimal):
+        text = str(value)
+        return f"the number {text if len(text) <= 40 else text[:37] + '...'}"
+    if type(value) is str:
+        text = repr(value)  # quoted, control characters escaped
+        return f"the text {text if len(text) <= 40 else text[:37] + '...'}"
+    return {list: "a list", dict: "an object"}.get(type(value), "a value of no JSON type")
 
 
 def _reason(exc: BaseException) -> str:
@@ -383,7 +402,7 @@ def _int(value) -> int | None:
         return int(value)
     if hasattr(value, "is_finite"):  # a Decimal: a number written with a fraction
         return int(value)
-    raise ValueError(f"a number field is {type(value).__name__}: {str(value)[:40]!r}")
+    raise ValueError(f"a number field is {_json_kind(value)}")
 
 
 def _text(value) -> str | None:
