@@ -357,6 +357,23 @@ def test_rows_with_end_before_start_are_dropped_and_noted(tmp_path: Path, store)
     assert notes == {"kernels": 2, "api_calls": 1}
 
 
+@pytest.mark.parametrize("statement, table", [
+    ("UPDATE TARGET_INFO_GPU SET maxBlocksPerSm = -9223372036854775808", "TARGET_INFO_GPU"),
+    ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET blockX = X'00FF' WHERE rowid = 3", "CUPTI_ACTIVITY_KIND_KERNEL"),
+    ("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 'soon' WHERE rowid = 2", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+    ("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 1.5e300 WHERE rowid = 1", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+])
+def test_a_damaged_value_names_the_table_that_holds_it(tmp_path: Path, store, statement: str, table: str) -> None:
+    # DuckDB's error names the column (or only the value): the table is the ingest's to say
+    from nsight_advisor.common.errors import InputError
+
+    bad = _tampered_sample(tmp_path / "damaged.sqlite", statement)
+    with pytest.raises(InputError) as err:
+        ingest_nsys_sqlite(store, 1, bad)
+    text = str(err.value)
+    assert text.startswith(f"{bad}: cannot be read") and f"reading {table}" in text and "\n" not in text, text
+
+
 def test_sqlite_scanner_loads_signed_from_the_pinned_package(store) -> None:
     from nsight_advisor.ingest.nsys.export import load_sqlite_scanner
 

@@ -23,8 +23,10 @@ import duckdb
 
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.deferred import DEFERRABLE
+from nsight_advisor.ingest.failures import describe, is_data_error
 from nsight_advisor.ingest.nsys.catalog import (  # noqa: F401 - ExportCatalog, read_catalog: this format's API
-    GPU_METRICS, NVTX, ExportCatalog, attachable, load_sqlite_scanner, read_catalog, remove_copy, sql_text,
+    CUDA_GPU_INFO, GPU_INFO, GPU_METRICS, KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, SYNC, ExportCatalog, attachable,
+    load_sqlite_scanner, read_catalog, remove_copy, sql_text,
 )
 from nsight_advisor.ingest.nsys.callchains import read_callchains
 from nsight_advisor.ingest.nsys.gpus import gpu_metrics_span_sql, read_gpu_metrics, read_gpus
@@ -69,6 +71,7 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     con.execute(f"ATTACH ':memory:' AS {scratch}")
     ing = ExportReader(con, capture_id, catalog, alias, scratch, defer=frozenset(defer))
     saved, ing.memory_bounded = bound_memory(con)
+    step = "prepare"
     try:
         with Progress(f"ingest {path.name}", len(STEPS), enabled=progress) as bar:
             ing.run("prepare", ExportReader.prepare)
@@ -85,7 +88,13 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
     except duckdb.Error as exc:
         text = str(exc)
         if any(word in text.lower() for word in ("malformed", "disk image", "not a database", "sqlite")):
-            raise InputError(f"{path}: cannot be read as an nsys export ({first_line(exc)})") from None
+            raise InputError(f"{path}: cannot be read as an nsys export ({STEP_SOURCES.get(step, step)}: "
+                             f"{first_line(exc)})") from None
+        if is_data_error(exc):
+            # a value of the wrong type or range: say which of the export's tables held it (the column is in
+            # DuckDB's text, the table is not)
+            raise InputError(f"{path}: cannot be read: {STEP_SOURCES.get(step, step)}: {describe(exc)}; the file is "
+                             "damaged or is not as nsys writes it: export it again") from exc
         raise
     finally:
         ing.cleanup()
@@ -138,6 +147,21 @@ STEPS: dict[str, Callable[[ExportReader], None]] = {
     "gpu_metrics": read_gpu_metrics,
     "callchains": read_callchains,
     "captures": write_capture_row,
+}
+
+#: What each step reads from the export, as a damaged value's error names it (DuckDB's text names the column only).
+STEP_SOURCES: dict[str, str] = {
+    "prepare": "reading StringIds and the ENUM tables",
+    "api_calls": f"reading {RUNTIME}",
+    "kernels": f"reading {KERNEL}",
+    "memcpys": f"reading {MEMCPY}",
+    "memsets": f"reading {MEMSET}",
+    "syncs": f"reading {SYNC}",
+    "gpus": f"reading {GPU_INFO} or {CUDA_GPU_INFO}",
+    "nvtx_ranges": f"reading {NVTX}",
+    "gpu_metrics": f"reading {GPU_METRICS}",
+    "callchains": "reading the backtraces and OS runtime calls (OSRT_API, COMPOSITE_EVENTS, *_CALLCHAINS)",
+    "captures": "finishing the capture",
 }
 
 __all__ = ["ingest_nsys_sqlite", "read_catalog", "load_sqlite_scanner", "ExportCatalog", "STEPS"]
