@@ -134,6 +134,28 @@ def test_real_capture_reports_in_the_browser(key, browser, tmp_path, shots_dir, 
     page.screenshot(tmp_path / f"{key}-full.png")  # the whole page renders too (kept out of docs: large)
 
 
+@pytest.mark.parametrize("stem, tables", [("nsys_ai_mfu_2gpu_before", 2), ("nsys_ai_h100_2gpu_1s", 1)])
+def test_no_panel_is_wider_than_its_column(stem, tables, browser, tmp_path, tmp_path_factory):
+    # Two GPUs, savings on every rank: the widest tables the first screen has (the ranks table where the GPUs'
+    # collectives match, and "what costs the most" with its saving columns). A table too wide for its column
+    # scrolls inside its panel; the glance table fits at 1280 pixels.
+    capture = TRACES / "nsys" / f"{stem}.sqlite"
+    if not capture.exists():
+        pytest.skip(f"real traces not present at {capture}")
+    from nsight_advisor import workflow
+
+    result = workflow.analyze([capture], store_path=tmp_path_factory.mktemp("store") / "store.duckdb")
+    page = load(browser, write(tmp_path, "wide.html", render(result, "html")), width=1280)
+    assert_quiet(page)
+    assert page.evaluate("document.querySelectorAll('[id^=ranks-] table, table.glance').length") == tables
+    overflowing = page.evaluate("[...document.querySelectorAll('.panel')]"
+                                ".filter(p => p.scrollWidth > p.clientWidth + 1)"
+                                ".map(p => (p.querySelector('h2') || p).textContent.slice(0, 60))")
+    assert overflowing == []
+    glance = page.evaluate("(s => s.scrollWidth - s.clientWidth)(document.querySelector('table.glance').parentElement)")
+    assert glance <= 1, f"the glance table scrolls by {glance} px at 1280 px"
+
+
 def test_the_harness_sees_requests_errors_and_dialogs(browser, tmp_path):
     # A page without our escaping or CSP: proves the checks above would catch what they look for.
     bad = ('<!doctype html><img src="http://example.invalid/pixel.png"><link rel=stylesheet href="https://cdn.invalid/x.css">'
