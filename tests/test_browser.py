@@ -156,6 +156,24 @@ def test_no_panel_is_wider_than_its_column(stem, tables, browser, tmp_path, tmp_
     assert glance <= 1, f"the glance table scrolls by {glance} px at 1280 px"
 
 
+def test_one_column_puts_what_costs_the_most_after_the_capture(browser, tmp_path, tmp_path_factory):
+    # A narrow window (a review tool's side panel) stacks the overview's two columns: the findings at a glance
+    # must not fall below every chart of the left one
+    capture = TRACES / "nsys" / "nsys_ai_mfu_2gpu_before.sqlite"
+    if not capture.exists():
+        pytest.skip(f"real traces not present at {capture}")
+    from nsight_advisor import workflow
+
+    result = workflow.analyze([capture], store_path=tmp_path_factory.mktemp("store") / "store.duckdb")
+    html = write(tmp_path, "narrow.html", render(result, "html"))
+    tops = ("['captures', 'glance', 'ranks-1', 'chart-categories', 'kernels']"
+            ".map(id => document.getElementById(id).getBoundingClientRect().top)")
+    narrow = load(browser, html, width=800).evaluate(tops)
+    assert narrow == sorted(narrow), narrow  # capture, glance, ranks, charts, top kernels: one above the next
+    wide = load(browser, html, width=1280).evaluate(tops)
+    assert wide[1] == wide[0] and wide[2] > wide[0]  # two columns: the glance beside the capture
+
+
 def test_the_harness_sees_requests_errors_and_dialogs(browser, tmp_path):
     # A page without our escaping or CSP: proves the checks above would catch what they look for.
     bad = ('<!doctype html><img src="http://example.invalid/pixel.png"><link rel=stylesheet href="https://cdn.invalid/x.css">'
