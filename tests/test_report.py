@@ -123,6 +123,17 @@ def test_html_charts_and_header_facts():
         assert part in html, part
 
 
+def test_a_capture_that_names_no_tool_version_shows_none():
+    # a PyTorch profiler trace records no version: the store says 'unknown', the reports say nothing
+    data = hostile_result().to_dict()
+    for cap in (data["captures"][0], *data["summary"].get("captures", [])[:1]):
+        cap.update(tool="kineto", tool_version="unknown", format="kineto-json")
+    html, md = render(data, "html"), render(data, "md")
+    assert "kineto · kineto-json" in " ".join(html.split()) and "unknown ·" not in html
+    assert "kineto, " in md and "kineto unknown" not in md
+    assert json.loads(render(data, "json"))["captures"][0]["tool_version"] == "unknown"  # the data keeps it
+
+
 def test_html_without_summary_or_findings_still_renders():
     empty = AnalysisResult(tool={"name": "nsight-advisor", "version": "0"}, captures=[], findings=[], outcomes=[])
     html = render(empty, "html")

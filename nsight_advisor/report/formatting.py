@@ -14,6 +14,13 @@ def clip(text: Any, limit: int) -> str:
     return s if len(s) <= limit else s[: max(0, limit - 1)] + "…"
 
 
+def tool_version(version: Any) -> str:
+    """A capture's tool version as a report shows it: '' where the capture does not say (a PyTorch profiler trace
+    records none: its store row holds 'unknown', which reads as a broken field next to the tool's name)."""
+    text = "" if version is None else str(version)
+    return "" if text.strip().lower() in ("", "unknown") else text
+
+
 def fmt_pct(pct: Any, digits: int = 1) -> str:
     """A percentage (0..100) as text, '–' when unknown."""
     try:

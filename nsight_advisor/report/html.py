@@ -19,6 +19,7 @@ from nsight_advisor.report.job_view import heat_strip, job_entries
 from nsight_advisor.report.data import (
     HTML_LIMITS, HTML_MAX_BYTES, HTML_TIGHT_LIMITS, Limits, clip, fmt_ns, fmt_pct, prepare,
 )
+from nsight_advisor.report.formatting import tool_version
 from nsight_advisor.common.resources import templates_dir
 
 MAX_CAPTURES_SHOWN = 12
@@ -127,7 +128,7 @@ def _capture_view(cap: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": clip(cap.get("source_name") or f"capture {cap.get('capture_id')}", 160),
         "tool": clip(cap.get("tool"), 20),
-        "tool_version": clip(cap.get("tool_version"), 40),
+        "tool_version": clip(tool_version(cap.get("tool_version")), 40),
         "format": clip(cap.get("format"), 30),
         "wall": fmt_ns(cap["wall_ns"]) if cap.get("wall_ns") and not ncu else "",
         "busy_pct": fmt_pct(cap.get("gpu_busy_pct"), 0) if cap.get("gpu_busy_pct") is not None else "",

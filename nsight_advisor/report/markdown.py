@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from nsight_advisor.report.data import Limits, clip, fmt_ns, fmt_pct, prepare
+from nsight_advisor.report.formatting import tool_version
 from nsight_advisor.report.charts import unclaimed_idle_text
 from nsight_advisor.report.graph_view import graph_candidates_markdown, graph_candidates_view
 from nsight_advisor.report.job_view import job_entries
@@ -67,7 +68,7 @@ def _render(r: dict[str, Any], *, details: bool, note: bool) -> str:
     summary_caps = {c.get("capture_id"): c for c in (r["summary"].get("captures") or [])}
     for c in r["captures"][:12]:
         s = {**c, **{k: v for k, v in summary_caps.get(c.get("capture_id"), {}).items() if v is not None}}
-        facts = [f"{md_escape(s.get('tool'))} {md_escape(s.get('tool_version'))}".strip()]
+        facts = [f"{md_escape(s.get('tool'))} {md_escape(tool_version(s.get('tool_version')))}".strip()]
         gpus = s.get("gpus") or []
         if gpus:
             facts.append("; ".join(
