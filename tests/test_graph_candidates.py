@@ -228,6 +228,26 @@ def test_reports_show_candidates_and_escape_their_names():
     assert "CUDA-graph candidates" in md and "<script>" not in md and "… 1 more (5)" in md
 
 
+def test_a_jobs_candidates_are_placed_by_rank_and_stream():
+    # a job's captures are named by rank (their file names are long and alike), ranges compacted, one entry per
+    # stream; a capture of no job keeps its name
+    from nsight_advisor.report.graph_view import graph_candidates_view
+
+    def where(streams, ranks):
+        summary = {"ranks": [{"ranks": [{"capture_id": c, "rank": r} for c, r in ranks.items()]}] if ranks else [],
+                   "graph_candidates": {"found": 1, "candidates": [{"streams": streams, "kernels": ["k"] * 3}]}}
+        names = {c: f"worker{c}_step_12.pt.trace.json.gz" for c in range(1, 10)}
+        return graph_candidates_view(summary, names)["rows"][0]["where"]
+
+    ranks = {c: c - 1 for c in range(1, 9)}
+    seven = [{"capture_id": c, "stream_id": 7} for c in (1, 2, 3, 4, 5, 7, 8)]
+    assert where(seven, ranks) == "ranks 0-4, 6-7 (stream 7)"
+    assert where([{"capture_id": 5, "stream_id": 7}], ranks) == "rank 4 (stream 7)"
+    assert where(seven[:2] + [{"capture_id": 3, "stream_id": 13}], ranks) == "ranks 0-1 (stream 7); rank 2 (stream 13)"
+    assert where(seven[:4], {}) == ("worker1_step_12.pt.trace.json.gz stream 7, worker2_step_12.pt.trace.json.gz "
+                                    "stream 7, worker3_step_12.pt.trace.json.gz stream 7 and 1 more")
+
+
 def test_a_mostly_launch_bound_capture_closes_gaps_to_the_queued_lag(memory_store):
     # Two steps of big, x and then 30 kernels each launched 20 µs apart (10 µs kernels, 10 µs idle before each):
     # so many launch-bound gaps that the capture's typical (5% quantile) stream lag is 7 µs, not the 1 µs by which

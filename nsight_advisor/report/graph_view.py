@@ -18,12 +18,48 @@ def _short(name: Any) -> str:
     return base.split("::")[-1].split(" ")[-1] or str(name or "")[:40]
 
 
+def _capture_ranks(summary: Mapping[str, Any]) -> dict[Any, int]:
+    """Each capture's rank in the jobs of ``summary.ranks`` (the captures of no job are left out)."""
+    out = {}
+    for job in summary.get("ranks") or []:
+        for row in (job.get("ranks") or []) if isinstance(job, Mapping) else []:
+            if isinstance(row, Mapping) and isinstance(row.get("rank"), int):
+                out[row.get("capture_id")] = row["rank"]
+    return out
+
+
+def _spans(numbers: list[int]) -> str:
+    """Sorted whole numbers as runs: [0, 1, 2, 3, 5, 7, 8] -> '0-3, 5, 7-8'."""
+    runs: list[list[int]] = []
+    for n in sorted(set(numbers)):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def _where(streams: list[Mapping[str, Any]], names: Mapping[Any, str], ranks: Mapping[Any, int]) -> str:
+    """Where a run is launched: the ranks of a job by stream ('ranks 0-4, 6-7 (stream 7)'), else the captures' names
+    (three, and how many more)."""
+    if streams and all(s.get("capture_id") in ranks for s in streams):
+        by_stream: dict[Any, list[int]] = {}
+        for s in streams:
+            by_stream.setdefault(s.get("stream_id"), []).append(ranks[s.get("capture_id")])
+        return "; ".join(f"rank{'s' if len(set(r)) > 1 else ''} {_spans(r)} (stream {stream})"
+                         for stream, r in by_stream.items())
+    where = ", ".join(f"{clip(names.get(s.get('capture_id')) or 'capture ' + str(s.get('capture_id')), 60)}"
+                      f" stream {s.get('stream_id')}" for s in streams[:3])
+    return where + (f" and {len(streams) - 3} more" if len(streams) > 3 else "")
+
+
 def graph_candidates_view(summary: Mapping[str, Any], names: Mapping[Any, str]) -> dict[str, Any] | None:
     """Rows of the candidates, the saving of all found together and the thresholds; None when the steps were not
-    replayed (no ``summary.graph_candidates``)."""
+    replayed (no ``summary.graph_candidates``). A job's ranks are named by rank, others by capture name."""
     found = summary.get("graph_candidates") if isinstance(summary, Mapping) else None
     if not isinstance(found, Mapping):
         return None
+    ranks = _capture_ranks(summary)
     rows = []
     for c in found.get("candidates") or []:
         if not isinstance(c, Mapping):
@@ -32,11 +68,9 @@ def graph_candidates_view(summary: Mapping[str, Any], names: Mapping[Any, str]) 
         shown = " → ".join(_short(k) for k in kernels[:NAMES_SHOWN])
         more = len(kernels) - NAMES_SHOWN
         streams = [s for s in c.get("streams") or [] if isinstance(s, Mapping)]
-        where = ", ".join(f"{clip(names.get(s.get('capture_id')) or 'capture ' + str(s.get('capture_id')), 60)}"
-                          f" stream {s.get('stream_id')}" for s in streams[:3])
         rows.append({"kernels": clip(shown + (f" → … {more} more" if more > 0 else ""), 300),
                      "full": clip(" → ".join(kernels), 2000), "count": len(kernels),
-                     "where": where + (f" and {len(streams) - 3} more" if len(streams) > 3 else ""),
+                     "where": clip(_where(streams, names, ranks), 300),
                      "runs": int(c.get("runs") or 0), "kernel_time": fmt_ns(c.get("run_kernel_ns")),
                      "gaps": fmt_ns(c.get("run_gap_ns")), "saving": fmt_ns(c.get("saving_ns")),
                      "per_step": fmt_ns(c.get("saving_per_step_ns"))})
