@@ -39,6 +39,7 @@ def test_finding_naming_the_slower_kernel_comes_first() -> None:
     assert [w["rule_id"] for w in why] == ["NA101", "NA401", "NA403", "NA999"]
     assert why[0]["kernels"] == [GEMM] and why[0]["impact_change_ns"] == 500
     assert f"{100 * 4900 / added:.1f}% of the time added" in why[1]["text"]
+    assert why[1]["device_id"] == 0 and why[1]["text"].startswith("worse NA401 na401 (GPU 0): NA401 title (")
     gemm = next(k for k in c["kernels"] if k["name"] == GEMM)
     assert gemm["status"] == "slower" and gemm["why"] == [why[0]["fingerprint"]]
     assert c["verdict"]["text"].endswith("first explanation: " + why[0]["text"])

@@ -49,8 +49,8 @@ def _grown_ns(f: dict) -> int:
 def explain(comparison: dict, base: dict, head: dict, added_ns: float | None) -> list[dict[str, Any]]:
     """Fill ``kernels[].why`` (fingerprints of new or worse findings naming each slower kernel) and return the
     headline's explanation: the overlapping new or worse findings, best first, each with ``fingerprint``,
-    ``rule_id``, ``rule_name``, ``title``, ``status``, ``impact_change_ns``, ``kernels`` (slower kernels it names)
-    and ``text``. ``added_ns``: the time the headline's slowdown added (None when it is not a slowdown)."""
+    ``rule_id``, ``rule_name``, ``title``, ``status``, ``device_id``, ``impact_change_ns``, ``kernels`` (slower
+    kernels it names) and ``text``. ``added_ns``: the time the headline's slowdown added (None when it is not a slowdown)."""
     slower = [k for k in comparison["kernels"] if k["status"] == "slower"]
     candidates = [f for f in comparison["findings"] if f["status"] in ("new", "worse")]
     names = {}
@@ -73,9 +73,12 @@ def explain(comparison: dict, base: dict, head: dict, added_ns: float | None) ->
         if grown > 0:
             where += (("; " if where else "") + f"its cost grew by {grown / 1e6:.3g} ms, "
                       f"{100.0 * grown / added_ns:.1f}% of the time added")
+        # the GPU, as the analysis reports name it: two GPUs' findings of one rule read alike otherwise
+        gpu = f" (GPU {f['device_id']})" if f.get("device_id") is not None else ""
         out.append({"fingerprint": f["fingerprint"], "rule_id": f["rule_id"], "rule_name": f["rule_name"],
-                    "title": f["title"], "status": f["status"], "impact_change_ns": grown, "kernels": kernels,
-                    "text": f"{f['status']} {f['rule_id']} {f['rule_name']}: {f['title']} ({where})"})
+                    "title": f["title"], "status": f["status"], "device_id": f.get("device_id"),
+                    "impact_change_ns": grown, "kernels": kernels,
+                    "text": f"{f['status']} {f['rule_id']} {f['rule_name']}{gpu}: {f['title']} ({where})"})
     out.sort(key=lambda e: (not e["kernels"], -e["impact_change_ns"], e["rule_id"]))
     return out
 
