@@ -201,6 +201,17 @@ def test_sarif_is_valid_2_1_0_with_one_result_per_finding():
     assert {n["level"] for n in notes} == {"error", "note"}
 
 
+def test_sarif_results_carry_the_gpu_and_the_saving_where_known():
+    result = hostile_result(n_findings=3)
+    result.findings[0].device_id, result.findings[0].saving_ns, result.findings[0].critical_path_pct = 1, 9_510_000, 6.6
+    result.findings[1].device_id, result.findings[1].saving_ns = None, None
+    props = {r["properties"]["impact_ns"]: r["properties"]
+             for r in validate_sarif(render(result, "sarif"))["runs"][0]["results"]}
+    first, second = props[result.findings[0].impact_ns], props[result.findings[1].impact_ns]
+    assert (first["device_id"], first["saving_ns"], first["critical_path_pct"]) == (1, 9_510_000, 6.6)
+    assert "device_id" not in second and "saving_ns" not in second  # unknown: left out, never null
+
+
 def big_result(n_findings: int, name_chars: int = 2000) -> AnalysisResult:
     """Many findings with enormous evidence cells: what a huge, template-heavy capture can produce."""
     base = hostile_result(n_findings=1)

@@ -112,6 +112,11 @@ def render_sarif(result: Any) -> str:
                 "evidence_total_rows": max(int(f.get("evidence_total_rows") or 0), len(f.get("evidence") or [])),
             },
         }
+        # where the analysis has them: the GPU, and what the fix saves (the ranking's measure) beside what the
+        # finding claims; a bot ordering or gating on results reads them here
+        for key in ("device_id", "saving_ns", "saving_all_ranks_ns", "critical_path_pct"):
+            if f.get(key) is not None:
+                result["properties"][key] = f[key]
         frames = logical_locations(f)
         if frames:  # the functions behind the finding: no file or line is recorded, so no physical location
             result["locations"][0]["logicalLocations"] = frames
