@@ -248,6 +248,19 @@ def test_a_jobs_candidates_are_placed_by_rank_and_stream():
                                     "stream 7, worker3_step_12.pt.trace.json.gz stream 7 and 1 more")
 
 
+def test_one_capture_holding_two_ranks_names_each_gpus_rank():
+    # two GPUs of one capture as ranks 0 and 1 (nsys_ai_mfu_2gpu_*): the rank is the GPU's, not the capture's
+    from nsight_advisor.report.graph_view import graph_candidates_view
+
+    summary = {"ranks": [{"ranks": [{"capture_id": 1, "device_id": 0, "rank": 0},
+                                    {"capture_id": 1, "device_id": 1, "rank": 1}]}],
+               "graph_candidates": {"found": 1, "candidates": [
+                   {"streams": [{"capture_id": 1, "device_id": 0, "stream_id": 7}], "kernels": ["k"] * 3},
+                   {"streams": [{"capture_id": 1, "device_id": 1, "stream_id": 13}], "kernels": ["k"] * 3}]}}
+    rows = graph_candidates_view(summary, {1: "x.sqlite"})["rows"]
+    assert [r["where"] for r in rows] == ["rank 0 (stream 7)", "rank 1 (stream 13)"]
+
+
 def test_a_mostly_launch_bound_capture_closes_gaps_to_the_queued_lag(memory_store):
     # Two steps of big, x and then 30 kernels each launched 20 µs apart (10 µs kernels, 10 µs idle before each):
     # so many launch-bound gaps that the capture's typical (5% quantile) stream lag is 7 µs, not the 1 µs by which

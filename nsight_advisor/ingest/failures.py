@@ -61,9 +61,7 @@ def classified(ingest: F) -> F:
         except Exception as exc:
             _raise_if_changed(path, before, exc)
             if is_data_error(exc):
-                what = _RUN_FOLDER_PATH.sub(path.name.replace("\\", "\\\\"), describe(exc))
-                raise InputError(f"{path}: cannot be read: {what}; the file is damaged or is not as "
-                                 f"the profiler writes it: capture or export it again") from exc
+                raise damaged(path, _RUN_FOLDER_PATH.sub(path.name.replace("\\", "\\\\"), describe(exc))) from exc
             raise
         _raise_if_changed(path, before)
         return result
@@ -90,6 +88,12 @@ def _through_link(ingest, con, capture_id: int, path: Path, *args, **kwargs):
     sql_params.execute(con, "UPDATE captures SET source_path = ?, source_name = ? WHERE capture_id = ?",
                        [shown, Path(shown).name, capture_id])
     return result
+
+
+def damaged(path: Path, what: str) -> InputError:
+    """The one line for a capture whose content a reader could not take: ``what`` went wrong, and what to do."""
+    return InputError(f"{path}: cannot be read: {what}; the file is damaged or is not as the profiler writes it: "
+                      "capture or export it again")
 
 
 def is_data_error(exc: BaseException) -> bool:

@@ -7,6 +7,7 @@ import re
 from typing import Any, Mapping
 
 from nsight_advisor.report.formatting import clip, fmt_ns
+from nsight_advisor.report.job_view import device_ranks
 
 #: Kernel names shown per candidate (the rest counted).
 NAMES_SHOWN = 4
@@ -16,16 +17,6 @@ def _short(name: Any) -> str:
     """A kernel's name without its template and argument lists: 'void at::native::f<...>(...)' -> 'f'."""
     base = re.sub(r"[<(].*$", "", str(name or "")).strip()
     return base.split("::")[-1].split(" ")[-1] or str(name or "")[:40]
-
-
-def _capture_ranks(summary: Mapping[str, Any]) -> dict[Any, int]:
-    """Each capture's rank in the jobs of ``summary.ranks`` (the captures of no job are left out)."""
-    out = {}
-    for job in summary.get("ranks") or []:
-        for row in (job.get("ranks") or []) if isinstance(job, Mapping) else []:
-            if isinstance(row, Mapping) and isinstance(row.get("rank"), int):
-                out[row.get("capture_id")] = row["rank"]
-    return out
 
 
 def _spans(numbers: list[int]) -> str:
@@ -39,13 +30,14 @@ def _spans(numbers: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _where(streams: list[Mapping[str, Any]], names: Mapping[Any, str], ranks: Mapping[Any, int]) -> str:
+def _where(streams: list[Mapping[str, Any]], names: Mapping[Any, str], ranks: Mapping[tuple[Any, Any], int]) -> str:
     """Where a run is launched: the ranks of a job by stream ('ranks 0-4, 6-7 (stream 7)'), else the captures' names
     (three, and how many more)."""
-    if streams and all(s.get("capture_id") in ranks for s in streams):
+    keys = [(s.get("capture_id"), s.get("device_id")) for s in streams]
+    if streams and all(k in ranks for k in keys):
         by_stream: dict[Any, list[int]] = {}
-        for s in streams:
-            by_stream.setdefault(s.get("stream_id"), []).append(ranks[s.get("capture_id")])
+        for s, k in zip(streams, keys):
+            by_stream.setdefault(s.get("stream_id"), []).append(ranks[k])
         return "; ".join(f"rank{'s' if len(set(r)) > 1 else ''} {_spans(r)} (stream {stream})"
                          for stream, r in by_stream.items())
     where = ", ".join(f"{clip(names.get(s.get('capture_id')) or 'capture ' + str(s.get('capture_id')), 60)}"
@@ -59,7 +51,7 @@ def graph_candidates_view(summary: Mapping[str, Any], names: Mapping[Any, str]) 
     found = summary.get("graph_candidates") if isinstance(summary, Mapping) else None
     if not isinstance(found, Mapping):
         return None
-    ranks = _capture_ranks(summary)
+    ranks = device_ranks(summary)  # by GPU: one capture may hold several ranks
     rows = []
     for c in found.get("candidates") or []:
         if not isinstance(c, Mapping):

@@ -63,14 +63,21 @@ def job_entries(r: Mapping[str, Any], max_rows: int = MAX_RANK_ROWS) -> list[dic
     return out
 
 
+def device_ranks(summary: Mapping[str, Any]) -> dict[tuple[Any, Any], int]:
+    """Each (capture_id, device_id)'s rank in the jobs of ``summary.ranks`` (a capture may hold several ranks, one
+    per GPU; devices of no job are left out)."""
+    ranks: dict[tuple[Any, Any], int] = {}
+    for job in summary.get("ranks") or []:
+        for row in (job.get("ranks") or []) if isinstance(job, Mapping) else []:
+            if isinstance(row, Mapping) and row.get("rank") is not None:
+                ranks[(row.get("capture_id"), row.get("device_id"))] = row["rank"]
+    return ranks
+
+
 def heat_strip(captures: list[Mapping[str, Any]], summary: Mapping[str, Any]) -> dict[str, Any] | None:
     """One column per rank (per device of each capture, in rank order): its analysis window cut into kernel, comm,
     copy, memset and idle by cause, top to bottom; None for fewer than two columns."""
-    ranks: dict[tuple[Any, Any], Any] = {}
-    for job in summary.get("ranks") or []:
-        for row in (job.get("ranks") or []) if isinstance(job, Mapping) else []:
-            if isinstance(row, Mapping):
-                ranks[(row.get("capture_id"), row.get("device_id"))] = row.get("rank")
+    ranks = device_ranks(summary)
     columns = []
     for c in captures:
         for a in c.get("accounting") or []:

@@ -374,12 +374,10 @@ def _json_kind(value) -> str:
         return "null"
     if type(value) is bool:
         return "true" if value else "false"
-    if type(value) in (int, float, Decimal):
-        text = str(value)
-        return f"the number {text if len(text) <= 40 else text[:37] + '...'}"
-    if type(value) is str:
-        text = repr(value)  # quoted, control characters escaped
-        return f"the text {text if len(text) <= 40 else text[:37] + '...'}"
+    if type(value) in (int, float, Decimal, str):
+        # a text quoted, its control characters escaped
+        kind, text = ("text", repr(value)) if type(value) is str else ("number", str(value))
+        return f"the {kind} {text if len(text) <= 40 else text[:37] + '...'}"
     return {list: "a list", dict: "an object"}.get(type(value), "a value of no JSON type")
 
 

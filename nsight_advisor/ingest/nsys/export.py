@@ -23,7 +23,7 @@ import duckdb
 
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.deferred import DEFERRABLE
-from nsight_advisor.ingest.failures import describe, is_data_error
+from nsight_advisor.ingest.failures import damaged, describe, is_data_error
 from nsight_advisor.ingest.nsys.catalog import (  # noqa: F401 - ExportCatalog, read_catalog: this format's API
     CUDA_GPU_INFO, GPU_INFO, GPU_METRICS, KERNEL, MEMCPY, MEMSET, NVTX, RUNTIME, SYNC, ExportCatalog, attachable,
     load_sqlite_scanner, read_catalog, remove_copy, sql_text,
@@ -86,15 +86,12 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
                 ing.run(step, fill)
                 bar.step(step)
     except duckdb.Error as exc:
-        text = str(exc)
-        if any(word in text.lower() for word in ("malformed", "disk image", "not a database", "sqlite")):
-            raise InputError(f"{path}: cannot be read as an nsys export ({STEP_SOURCES.get(step, step)}: "
-                             f"{first_line(exc)})") from None
-        if is_data_error(exc):
-            # a value of the wrong type or range: say which of the export's tables held it (the column is in
-            # DuckDB's text, the table is not)
-            raise InputError(f"{path}: cannot be read: {STEP_SOURCES.get(step, step)}: {describe(exc)}; the file is "
-                             "damaged or is not as nsys writes it: export it again") from exc
+        # which of the export's tables was being read: DuckDB's text names the column at most
+        reading = STEP_SOURCES.get(step, step)
+        if any(word in str(exc).lower() for word in ("malformed", "disk image", "not a database", "sqlite")):
+            raise InputError(f"{path}: cannot be read as an nsys export ({reading}: {first_line(exc)})") from None
+        if is_data_error(exc):  # a value of the wrong type or range
+            raise damaged(path, f"{reading}: {describe(exc)}") from exc
         raise
     finally:
         ing.cleanup()
