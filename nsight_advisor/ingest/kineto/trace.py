@@ -42,6 +42,7 @@ from nsight_advisor.ingest.kineto.parallel_parse import parse_traces
 from nsight_advisor.ingest.kineto.ranges import write_ranges
 from nsight_advisor.ingest.kineto.rows import BATCH_ROWS, COLUMNS, DOMAINS, EventRows, MAX_NAME_CHARS
 from nsight_advisor.ingest.nvtx_depth import BATCH_ROWS as DEPTH_BATCH_ROWS, DepthStream
+from nsight_advisor.ingest.sql_bounds import product_or_null
 from nsight_advisor.common.progress import Progress
 
 FORMAT = "kineto-json"
@@ -328,7 +329,7 @@ class _Ingest:
                                      shared_mem_bytes)
             SELECT k.capture_id, {_ids('k')}, l.pid, l.tid, k.correlation_id, k.start_ns, k.end_ns,
                    k.end_ns - k.start_ns, k.name_id, k.short_name_id, k.gx, k.gy, k.gz, k.bx, k.by_, k.bz,
-                   TRY_CAST(k.gx::HUGEINT * k.gy * k.gz AS BIGINT), TRY_CAST(k.bx::HUGEINT * k.by_ * k.bz AS INTEGER),
+                   {product_or_null('k.gx', 'k.gy', 'k.gz')}, {product_or_null('k.bx', 'k.by_', 'k.bz', 'INTEGER')},
                    {_i32('k.registers_per_thread')}, k.shared_mem_bytes
             FROM (SELECT *, {_i32('grid_x')} AS gx, {_i32('grid_y')} AS gy, {_i32('grid_z')} AS gz,
                          {_i32('block_x')} AS bx, {_i32('block_y')} AS by_, {_i32('block_z')} AS bz FROM {k}) k

@@ -7,6 +7,7 @@ from __future__ import annotations
 from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.nsys.catalog import INT32_OR_NULL, KERNEL, MEMCPY, MEMSET, PID_OF, RUNTIME, SYNC, TID_OF
 from nsight_advisor.ingest.nsys.reader import ExportReader
+from nsight_advisor.ingest.sql_bounds import product_or_null, sum_or_null
 
 
 def read_api_calls(reader: ExportReader) -> None:
@@ -80,10 +81,10 @@ def read_kernels(reader: ExportReader) -> None:
                src.start, src."end", src."end" - src.start,
                src.dn, src.sn, src.mn,
                src.gx, src.gy, src.gz, src.bx, src.by_, src.bz,
-               TRY_CAST(src.gx::HUGEINT * src.gy * src.gz AS BIGINT),
-               TRY_CAST(src.bx::HUGEINT * src.by_ * src.bz AS INTEGER),
+               {product_or_null('src.gx', 'src.gy', 'src.gz')},
+               {product_or_null('src.bx', 'src.by_', 'src.bz', 'INTEGER')},
                src.regs, src.smem_static, src.smem_dynamic,
-               TRY_CAST(src.smem_static::HUGEINT + src.smem_dynamic AS BIGINT), src.local_mem,
+               {sum_or_null('src.smem_static', 'src.smem_dynamic')}, src.local_mem,
                lt.word, src.graph_node_id, src.graph_id
         FROM src
         LEFT JOIN {launch} lt ON lt.id = src.launch_type

@@ -15,6 +15,7 @@ from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.nsys.catalog import NVTX, PID_OF, TID_OF, sql_text
 from nsight_advisor.ingest.nsys.reader import ExportReader, memory_limit
+from nsight_advisor.ingest.sql_bounds import difference_fits
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,7 +41,7 @@ def nvtx_span_sql(reader: ExportReader) -> str | None:
         return None
     end = f"""CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END"""
     kept = f"""eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}) AND start IS NOT NULL
-               AND {end} >= start AND TRY_CAST(({end})::HUGEINT - start AS BIGINT) IS NOT NULL"""
+               AND {end} >= start AND {difference_fits(f"({end})", "start")}"""
     return f"""
         SELECT count(*), min(start) FILTER (WHERE {kept}), max({end}) FILTER (WHERE {kept})
         FROM {reader.table(NVTX)}"""
@@ -97,8 +98,8 @@ def insert_nvtx(reader: ExportReader, nvtx: NvtxStream, *, ordered: bool) -> Non
 
     from nsight_advisor.ingest.nvtx_depth import DepthStream, prefetched
 
-    valid = ("start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns "
-             "AND TRY_CAST(end_ns::HUGEINT - start_ns AS BIGINT) IS NOT NULL")
+    valid = (f"start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns "
+             f"AND {difference_fits('end_ns', 'start_ns')}")
     order = "ORDER BY thread, start_ns, end_ns DESC" if ordered else ""
     # Lowered only where the ingest bounds memory (an on-disk store, which can spill): Arrow batches live
     # outside DuckDB's limit.
