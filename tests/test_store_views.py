@@ -122,6 +122,53 @@ def test_kernel_totals_are_the_kernels_summed_per_name(trace: Path, tmp_path: Pa
         con.close()
 
 
+#: The kernels view and kernel_classes as they were written before kernel_name_sets (three joins with
+#: kernel_names; the launches grouped by their name texts and joined back on them): what they give must not change.
+_KERNELS_BY_THREE_JOINS = """
+    select r.*, coalesce(n.name, s.name) as name, s.name as short_name, m.name as mangled_name
+    from kernel_rows r
+    left join kernel_names n on n.capture_id = r.capture_id and n.name_id = r.name_id
+    left join kernel_names s on s.capture_id = r.capture_id and s.name_id = r.short_name_id
+    left join kernel_names m on m.capture_id = r.capture_id and m.name_id = r.mangled_name_id"""
+_CLASSES_BY_NAME_TEXT = f"""
+    with k as ({_KERNELS_BY_THREE_JOINS}),
+    names as (select name, short_name, na_kernel_category(any_value(name), any_value(short_name)) as category,
+                     na_math_path(any_value(name)) as math_path, na_precision(any_value(name)) as precision
+              from k group by name, short_name)
+    select k.*, n.category, n.math_path, n.precision
+    from k left join names n on n.name is not distinct from k.name and n.short_name is not distinct from k.short_name"""
+
+
+@pytest.mark.parametrize("trace", trace_param(nsys_exports() + kineto_traces()))
+def test_kernels_and_their_classes_through_the_name_sets_are_the_three_joins(trace: Path, tmp_path: Path) -> None:
+    """kernels and kernel_classes join each launch with its capture's combination of names (kernel_name_sets) on
+    the name ids; row for row they are what the three name joins and the classes by name text gave, from the
+    store's views and from the analysis's materialized name sets; kernel_classes has the kernels view's columns,
+    in order, then the three classes."""
+    from nsight_advisor.analysis import accounting
+
+    con = connect(tmp_path / "s.duckdb")
+    try:
+        ingest_capture(con, 1, trace)
+        if not con.execute("select count(*) from kernel_rows").fetchone()[0]:
+            pytest.skip(f"{trace.name} has no kernels")
+        kernel_cols = ", ".join(get_table("kernels").column_names)
+        classes_cols = f"{kernel_cols}, category, math_path, precision"
+        before_k = con.execute(f"select {kernel_cols} from ({_KERNELS_BY_THREE_JOINS}) order by all").fetchall()
+        before_c = con.execute(f"select {classes_cols} from ({_CLASSES_BY_NAME_TEXT}) order by all").fetchall()
+        columns = [r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = "
+                                             "'kernel_classes' ORDER BY column_index").fetchall()]
+        assert columns == [*get_table("kernels").column_names, "category", "math_path", "precision"]
+        for stage in ("store", "analysis"):
+            if stage == "analysis":
+                accounting.prepare(con, [1])
+                assert con.execute("select count(*) from temp.main.kernel_name_sets").fetchone()[0] > 0
+            assert con.execute(f"select {kernel_cols} from kernels order by all").fetchall() == before_k, stage
+            assert con.execute(f"select {classes_cols} from kernel_classes order by all").fetchall() == before_c, stage
+    finally:
+        con.close()
+
+
 def test_nvtx_rows_written_through_the_helper_read_back_with_their_domains(memory_store) -> None:
     rows = [dict(capture_id=1, tid=1, domain=domain, text=f"step {i} <&>", event_type="push_pop", start_ns=i,
                  end_ns=i + 10, duration_ns=10, depth=0)

@@ -111,6 +111,9 @@ def prepare(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
     if chosen:
         _set_window(con, capture_ids, window)
     iterations: dict[int, Any] = {}
+    # the few combinations of kernel names the rows use, once: kernels and kernel_classes join their rows with them
+    # (views/05_kernels.sql), in every rule that reads either
+    con.execute(f"create or replace temp table kernel_name_sets as select * from {stored(con, 'kernel_name_sets')}")
     if _few_kernels(con):
         con.execute(f"create or replace temp table kernels as select * from {stored(con, 'kernels')}")
     for view in MATERIALIZED_VIEWS:
