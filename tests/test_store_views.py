@@ -196,6 +196,26 @@ def test_a_store_from_before_the_views_is_refused_in_one_line(tmp_path: Path, ta
         connect(old)
 
 
+def test_a_store_of_another_version_given_as_the_input_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A store from before kernel_name_sets (built by the last version, so its kernels view reads kernel_names
+    three times) would have this version's analysis read a view it lacks: refused, naming what to do, before
+    any rule runs. The same store with this version's views is analyzed."""
+    from nsight_advisor.store.opening import StoreHandle
+
+    store = tmp_path / "store.duckdb"
+    con = connect(store)
+    ingest_capture(con, 1, SAMPLE)
+    con.close()
+    con, ids = StoreHandle([store]).open()
+    con.close()
+    assert ids == [1]
+    raw = duckdb.connect(str(store))
+    raw.execute("DROP VIEW kernel_name_sets")
+    raw.close()
+    with pytest.raises(InputError, match="written by another version of nsight-advisor .*nsight-advisor ingest"):
+        StoreHandle([store]).open()
+
+
 def test_the_ncu_views_made_empty_without_nsight_compute_data_are_what_computing_them_gives(tmp_path) -> None:
     # materialize_shared skips computing the ncu_* views where ncu_kernels and ncu_metrics are empty: on an Nsight
     # Systems export with kernels, each computed in full is empty too, and the empty tables keep the views' columns

@@ -204,6 +204,22 @@ TABLES: tuple[Table, ...] = (
             ("name", "VARCHAR", "The name."),
         ),
     ),
+    Table(
+        "kernel_name_sets",
+        "A view: each capture's combinations of kernel name ids that its kernel_rows use, with their names (a "
+        "capture launches a few hundred combinations millions of times; kernels and kernel_classes join each "
+        "launch with its combination once, on the ids).",
+        cols(
+            CAPTURE_ID,
+            ("name_id", "BIGINT", "kernel_rows.name_id."),
+            ("short_name_id", "BIGINT", "kernel_rows.short_name_id."),
+            ("mangled_name_id", "BIGINT", "kernel_rows.mangled_name_id."),
+            ("name", "VARCHAR", "kernels.name: the demangled name, else the short one."),
+            ("short_name", "VARCHAR", "kernels.short_name."),
+            ("mangled_name", "VARCHAR", "kernels.mangled_name."),
+        ),
+        rows_in="kernel_rows",
+    ),
     _API_CALLS,
     Table(
         "api_call_rows",

@@ -94,7 +94,7 @@ def open_if_current(store_path: Path, paths: Sequence[Path], *, keyed: bool,
         if keyed:
             ok = con.execute("SELECT count(*) FROM captures").fetchone()[0] == len(paths)
         else:
-            ok = _holds_exactly(con, paths) and _schema_is_current(con)
+            ok = _holds_exactly(con, paths) and schema_is_current(con)
         ok = ok and not sql_params.execute(
             con, "SELECT count(*) FROM capture_deferred WHERE NOT list_contains($ok::VARCHAR[], data)",
             {"ok": sorted(may_lack)}).fetchone()[0]
@@ -142,7 +142,8 @@ def _holds_exactly(con: duckdb.DuckDBPyConnection, paths: Sequence[Path]) -> boo
     return rows == wanted
 
 
-def _schema_is_current(con: duckdb.DuckDBPyConnection) -> bool:
+def schema_is_current(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store behind ``con`` has this version's tables and views, with their columns in order."""
     from nsight_advisor.schema import TABLES
 
     # The store records no schema version, so compare its columns with ours: a store from another

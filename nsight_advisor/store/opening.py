@@ -90,7 +90,7 @@ class StoreHandle:
         """
         target, resolved = self.target, self.inputs
         if resolved is None:
-            return _open(target)
+            return _open(target, current=True)
         defer = unread if self.keyed else frozenset()
 
         def current():
@@ -200,17 +200,28 @@ def _check_owned(given: Path, target: Path, resolved: list[Path]) -> None:
     raise InputError(f"{given}: holds other captures; give a new --store path, or analyze that store by itself")
 
 
-def _open(store: Path) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
+def _open(store: Path, current: bool = False) -> tuple[duckdb.DuckDBPyConnection, list[int]]:
+    """A read-only connection to ``store`` and its capture ids. ``current``: the store is the user's (given as the
+    input, not built by this run), so it must also have this version's tables, views and columns: an older one's
+    views would be read by this version's analysis (a view added since, missing, stopped it with an internal
+    error)."""
     import duckdb
 
     from nsight_advisor.store.database import connect
 
     con = connect(store, read_only=True)
     try:
-        return con, capture_ids(con)
+        ids = capture_ids(con)
+        stale = current and not store_cache.schema_is_current(con)
     except duckdb.Error as exc:
         con.close()
         raise InputError(f"{store}: not an nsight-advisor store (no captures table)") from exc
+    if stale:
+        con.close()
+        raise InputError(f"{store}: written by another version of nsight-advisor (its tables or views differ from "
+                         "this version's); ingest its captures into a new store (nsight-advisor ingest CAPTURES "
+                         "--store NEW.duckdb)")
+    return con, ids
 
 
 def capture_ids(con: duckdb.DuckDBPyConnection) -> list[int]:

@@ -95,7 +95,7 @@ anti join nested n
 -- The kernels' time per name: one row per capture, GPU, kernel name and base name, with its launches and their
 -- summed duration, over the whole capture. What reads only sums per name reads this (the summary, the findings'
 -- shares of their kernels, the what-if's kernel fixes): it groups the kernel rows by their name ids and joins
--- the few names after, where the kernels view joins three names to every launch (a million-kernel capture: one
+-- the few names after, where the kernels view joins every launch with its names (a million-kernel capture: one
 -- grouping of 0.014 s instead of five of 0.06 to 0.14 s).
 -- @column capture_id Capture (captures.capture_id).
 -- @column device_id GPU, or NULL where the capture does not record it.
