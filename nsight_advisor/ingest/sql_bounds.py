@@ -27,6 +27,12 @@ def difference_fits(end: str, start: str) -> str:
     return f"({start} >= 0 OR {end} <= {I64_MAX} + least({start}, 0))"
 
 
+def valid_span(start: str, end: str) -> str:
+    """SQL, true where a row has a start, an end not before it and a duration within 64 bits: what every reader
+    keeps of a timed table."""
+    return f"{start} IS NOT NULL AND {end} IS NOT NULL AND {end} >= {start} AND {difference_fits(end, start)}"
+
+
 def product_or_null(a: str, b: str, c: str, sql_type: str = "BIGINT") -> str:
     """SQL: ``a * b * c`` as ``sql_type`` (BIGINT or INTEGER), NULL where it does not fit (or a factor is NULL).
 
@@ -45,4 +51,4 @@ def sum_or_null(a: str, b: str) -> str:
     return f"CASE WHEN {small} THEN {a} + {b} ELSE TRY_CAST({a}::HUGEINT + {b} AS BIGINT) END"
 
 
-__all__ = ["I64_MAX", "difference_fits", "product_or_null", "sum_or_null"]
+__all__ = ["I64_MAX", "difference_fits", "valid_span", "product_or_null", "sum_or_null"]

@@ -15,7 +15,7 @@ from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.gc_pause import gc_paused
 from nsight_advisor.ingest.nsys.catalog import NVTX, PID_OF, TID_OF, sql_text
 from nsight_advisor.ingest.nsys.reader import ExportReader, memory_limit
-from nsight_advisor.ingest.sql_bounds import difference_fits
+from nsight_advisor.ingest.sql_bounds import valid_span
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,8 +40,8 @@ def nvtx_span_sql(reader: ExportReader) -> str | None:
     if not reader.cat.has(NVTX, "start"):
         return None
     end = f"""CASE WHEN eventType = {E.NVTX_MARK} THEN coalesce("end", start) ELSE "end" END"""
-    kept = f"""eventType IN ({E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}) AND start IS NOT NULL
-               AND {end} >= start AND {difference_fits(f"({end})", "start")}"""
+    kinds = f"{E.NVTX_MARK}, {E.NVTX_PUSH_POP}, {E.NVTX_START_END}"
+    kept = f"""eventType IN ({kinds}) AND {valid_span("start", f"({end})")}"""
     return f"""
         SELECT count(*), min(start) FILTER (WHERE {kept}), max({end}) FILTER (WHERE {kept})
         FROM {reader.table(NVTX)}"""
@@ -98,8 +98,7 @@ def insert_nvtx(reader: ExportReader, nvtx: NvtxStream, *, ordered: bool) -> Non
 
     from nsight_advisor.ingest.nvtx_depth import DepthStream, prefetched
 
-    valid = (f"start_ns IS NOT NULL AND end_ns IS NOT NULL AND end_ns >= start_ns "
-             f"AND {difference_fits('end_ns', 'start_ns')}")
+    valid = valid_span("start_ns", "end_ns")
     order = "ORDER BY thread, start_ns, end_ns DESC" if ordered else ""
     # Lowered only where the ingest bounds memory (an on-disk store, which can spill): Arrow batches live
     # outside DuckDB's limit.

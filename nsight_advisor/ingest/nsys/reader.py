@@ -22,7 +22,7 @@ from nsight_advisor.ingest.nsys.catalog import (
     sqlite_rows, sql_text, uri_path,
 )
 from nsight_advisor.common.sql_params import quote_ident
-from nsight_advisor.ingest.sql_bounds import difference_fits
+from nsight_advisor.ingest.sql_bounds import valid_span
 from nsight_advisor.schema.tables import get_table
 
 #: A deferrable table is left out only when its export table holds at least this many rows: smaller ones load in
@@ -253,8 +253,7 @@ class ExportReader:
 
     def valid_rows(self, a: str) -> str:
         """SQL that keeps rows of alias ``a`` with a start, an end not before it and a duration within 64 bits."""
-        start, end = f"{a}.start", f'{a}."end"'
-        return f"{start} IS NOT NULL AND {end} IS NOT NULL AND {end} >= {start} AND {difference_fits(end, start)}"
+        return valid_span(f"{a}.start", f'{a}."end"')
 
 
 class SpanQuery:
