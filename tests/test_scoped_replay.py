@@ -1,5 +1,5 @@
 """A change to one rank's operations replays that rank alone (analysis/replay.py ``_scoped``), and gives
-the very times the whole replay gives.
+the very times the whole replay gives, whether the ranks were captured apart or in one capture (each its process).
 
 On the 8 real DLRM ranks (one graph, their collectives matched across ranks), each change below is replayed on the
 analysis's graph, whose unchanged replay is kept, and on a second build of the same graph replayed whole: the
@@ -13,8 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsight_advisor.analysis.replay import replay
+from nsight_advisor.analysis.replay import replay, visiting_order
 from nsight_advisor.analysis.step_graph import HOST, KERNEL, build_graph
+
+from conftest import TRACES
+
+#: One capture of two ranks, one process each (nsys_ai's MFU job before its fix: 2 GPUs, 4,010 kernels).
+TWO_PROCESSES = TRACES / "nsys" / "nsys_ai_mfu_2gpu_before.sqlite"
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +69,49 @@ def test_a_change_across_ranks_replays_them_all(graphs):
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     assert cost["ops"] > len(kept) / 8
+
+
+def test_one_process_of_a_capture_replays_alone_and_as_the_whole_graph_does():
+    """Two ranks in one capture: a change to one process's ops after the rank's last collective visits that
+    process's ops alone; one with a collective ahead (its kernels 2x faster) visits the whole graph from the change
+    on; the times are those of a replay of the whole graph either way."""
+    if not TWO_PROCESSES.is_file():
+        pytest.skip(f"{TWO_PROCESSES} is absent")
+    from nsight_advisor import workflow
+
+    con, ids = workflow.load([TWO_PROCESSES])
+    try:
+        kept = build_graph(con, ids)
+        replay(kept)
+        base = kept.__dict__["_replay"]["base"][0]
+        pid, start = kept.ops["pid"], kept.ops["start_ns"]
+        pids = sorted(set(pid[~np.isnan(pid)].tolist()))
+        assert len(pids) == 2 and kept.members, (pids, len(kept.members))
+        for p in pids:
+            mine = pid == p
+            kernels, host = mine & (kept.kinds == KERNEL), mine & (kept.kinds == HOST)
+            after = start > start[mine & (kept.group >= 0)].max()  # after the rank's last collective
+            for name, change, alone in (
+                    ("kernels 2x faster after the last collective", {"own_scale": np.where(kernels & after, .5, 1.)},
+                     True),
+                    ("host work halved after the last collective", {"host_lag_scale": np.where(host & after, .5, 1.)},
+                     True),
+                    ("kernels 2x faster", {"own_scale": np.where(kernels, .5, 1.)}, False)):
+                cost = {}
+                got = replay(kept, **change, cost=cost)
+                want = replay(build_graph(con, ids), **change)
+                np.testing.assert_array_equal(got[0], want[0], err_msg=f"{name}, pid {p}: starts")
+                np.testing.assert_array_equal(got[1], want[1], err_msg=f"{name}, pid {p}: ends")
+                assert (got[0] != base).any(), f"{name}, pid {p} changed nothing"
+                # the visiting order's entries from the first the change alters: the rank's own, or all of them
+                # (a collective of the rank's lies ahead of the change: its last arrival may move)
+                order = np.asarray(visiting_order(kept)[0])
+                touched = np.flatnonzero(next(iter(change.values())) != 1)
+                first = int(np.flatnonzero(np.isin(order, touched))[0])
+                own, whole = int(mine[order[first:]].sum()), len(order) - first
+                assert own < whole
+                assert cost["ops"] == (own if alone else whole), (name, p, cost, own, whole)
+                if alone:
+                    assert (got[0][~mine] == base[~mine]).all(), (name, p)
+    finally:
+        con.close()

@@ -163,6 +163,44 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
     before, still queued, which a faster kernel moves far earlier than the host's step. ``among``: a boolean mask
     of the ops the steps move with (one GPU's, :func:`device_units`), else all the capture's."""
     ns, ne = times
+    if not spans:
+        return []
+    mapping = _step_mapping(g, capture_id, spans, on_host, among)
+    if mapping is None:
+        return [float(e - s) for s, e in spans]
+    by_start, start_k, by_end, end_k, bounds = mapping
+    ne_sorted = np.asarray(ne, np.float64)[by_end]
+    # steps of GPU work end when all of it has: the latest replayed end of the ops that had ended by each place, not
+    # the replayed end of the op that had ended last (a host thread no longer held back by a dropped synchronization
+    # finishes its calls long before the GPU work they queued); the host's steps end as its calls do
+    latest_end = ne_sorted if on_host else np.maximum.accumulate(ne_sorted)
+    # each bound (the steps' starts, then their ends) moved with the first op starting at or after it, else (none
+    # left) the latest end by it, else (none ended) kept; float64 throughout, as b + (new - recorded) one at a time
+    start_all, end_sorted = g.ops["start_ns"], g.ops["end_ns"][by_end]
+    moved = bounds.astype(np.float64)
+    late = start_k < len(by_start)
+    j = by_start[start_k[late]]
+    moved[late] = bounds[late] + (np.asarray(ns, np.float64)[j] - start_all[j])
+    ended = ~late & (end_k >= 0)
+    k = end_k[ended]
+    moved[ended] = bounds[ended] + (latest_end[k] - end_sorted[k])
+    n = len(spans)
+    lo, hi = moved[:n], moved[n:]
+    return (hi - lo).tolist()
+
+
+def _step_mapping(g: StepGraph, capture_id: int, spans: list[tuple[int, int]], on_host: bool,
+                  among: np.ndarray | None) -> tuple | None:
+    """What :func:`map_steps` needs of the recorded times, found once per graph, steps and ops (a what-if measures
+    every replay on the same ones): the ops by start and by end, and for each bound (the steps' starts, then each
+    step's end: the next step's start where it follows at once, else its own end) the place of the first op
+    starting at or after it and of the last op ending at or before it (for an end that no op starts after, or
+    that is not followed). None when no op moves the steps."""
+    key = (int(capture_id), bool(on_host), None if among is None else np.packbits(among).tobytes(),
+           tuple(map(tuple, spans)))
+    cache = g.__dict__.setdefault("_step_mappings", {})
+    if key in cache:
+        return cache[key]
     mine = g.ops["capture_id"] == capture_id
     if among is not None:
         mine = mine & among
@@ -170,42 +208,22 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
         host = mine & (g.kinds == HOST)
         mine = host if host.any() else mine
     mine = np.flatnonzero(mine)
-    if not len(mine) or not spans:
-        return [float(e - s) for s, e in spans]
-    start_all, end_all = g.ops["start_ns"], g.ops["end_ns"]
-    start0, end0 = start_all[mine], end_all[mine]
-    by_start = mine[np.argsort(start0, kind="stable")]
-    sorted_start = np.sort(start0)
-    by_end = mine[np.argsort(end0, kind="stable")]
-    sorted_end = np.sort(end0)
-    if on_host:  # the host's steps end as its calls do
-        latest_end = np.asarray(ne, np.float64)[by_end]
-    else:
-        # steps of GPU work end when all of it has: the latest replayed end of the ops that had ended by each place,
-        # not the replayed end of the op that had ended last (a host thread no longer held back by a dropped
-        # synchronization finishes its calls long before the GPU work they queued)
-        latest_end = np.maximum.accumulate(np.asarray(ne, np.float64)[by_end])
-
-    def moved_start(b: int) -> float:
-        k = int(np.searchsorted(sorted_start, b, "left"))
-        if k >= len(by_start):
-            return moved_end(b)
-        j = by_start[k]
-        return b + (ns[j] - start_all[j])
-
-    def moved_end(b: int) -> float:
-        k = int(np.searchsorted(sorted_end, b, "right")) - 1
-        if k < 0:
-            return float(b)
-        return b + (latest_end[k] - sorted_end[k])
-
-    out = []
-    for n, (s, e) in enumerate(spans):
-        lo = moved_start(s)
-        follows = n + 1 < len(spans) and spans[n + 1][0] == e
-        hi = moved_start(e) if follows else moved_end(e)
-        out.append(float(hi - lo))
-    return out
+    mapping = None
+    if len(mine):
+        start0, end0 = g.ops["start_ns"][mine], g.ops["end_ns"][mine]
+        by_start = mine[np.argsort(start0, kind="stable")]
+        by_end = mine[np.argsort(end0, kind="stable")]
+        sorted_start, sorted_end = np.sort(start0), np.sort(end0)
+        starts = np.asarray([s for s, _e in spans], np.int64)
+        ends = np.asarray([e for _s, e in spans], np.int64)
+        follows = np.r_[starts[1:] == ends[:-1], False]  # the next step starts where this one ends
+        bounds = np.r_[starts, ends]
+        start_k = np.searchsorted(sorted_start, bounds, "left")
+        start_k[len(spans):][~follows] = len(by_start)  # an end not followed moves with the ops ended by it
+        end_k = np.searchsorted(sorted_end, bounds, "right") - 1
+        mapping = (by_start, start_k, by_end, end_k, bounds)
+    cache[key] = mapping
+    return mapping
 
 
 def device_units(g: StepGraph, capture_id: int) -> dict[int, np.ndarray]:

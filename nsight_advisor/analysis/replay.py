@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from nsight_advisor.analysis.op_table import MISSING_LAST, group_codes
 from nsight_advisor.analysis.step_graph import HOST, StepGraph
 
 
@@ -67,9 +68,10 @@ def replay(g: StepGraph, own_scale: np.ndarray | None = None, host_lag_scale: np
 
     A what-if replays from the first place in the visiting order of the first op it changes: everything visited
     before it waits only for what was visited before it, so it keeps its unchanged replay (on the 64-rank DLRM
-    job most findings change ops well into the trace). One that changes the ops of one capture of several (a
-    rank's finding in a job) replays that capture's ops alone (:func:`_scoped`), and all of them only where the
-    last arrival at one of its collectives moved. ``cost``: ``cost["ops"]`` is increased by the ops visited."""
+    job most findings change ops well into the trace). One that changes the ops of one process of several (a
+    rank's finding in a job, whether its ranks were captured apart or together) replays that process's ops alone
+    (:func:`_scoped`), and all of them only where the last arrival at one of its collectives moved. ``cost``:
+    ``cost["ops"]`` is increased by the ops visited."""
     prep = _prepared(g)
     l0, own_l, gl, wp = prep["lag"][0], prep["own"], prep["glag"], prep["wp"]
     l1, l2, wl, p1 = prep["lag"][1], prep["lag"][2], prep["wl"], prep["pred"][1]
@@ -156,27 +158,29 @@ def _replayed(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, args: tup
 
 def _scoped(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, k: int, args: tuple,
             cost: dict[str, int]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The replay of a change to the ops of one capture of several, visiting that capture's ops alone (from its
-    first place at or after ``k``); None where it cannot: the change touches several captures, the graph links
-    captures other than at collectives, or the change moved the last arrival at a collective shared with another
-    capture, whose ranks then move too. Captures meet only at their collectives (analysis/step_graph.py): while
-    every shared collective's last arrival stays, no op of another capture can move, and this capture's ops are
-    visited in the same order on the same inputs as the whole replay would visit them (the same floats)."""
-    capture = g.ops["capture_id"]
-    first_capture = capture[touched[0]]
-    if (capture[touched] != first_capture).any():
+    """The replay of a change to the ops of one scope of several (:func:`_scopes`: a process, or a capture),
+    visiting that scope's ops alone (from its first place at or after ``k``); None where it cannot: the change
+    touches several scopes, the graph links them other than at collectives, or the change moved the last arrival at
+    a collective shared with another scope, whose ranks then move too. Scopes meet only at their collectives: while
+    every shared collective's last arrival stays, no op of another scope can move, and this scope's ops are visited
+    in the same order on the same inputs as the whole replay would visit them (the same floats)."""
+    scopes = _scopes(g, prep)
+    if not scopes:
         return None
-    scope = _scopes(g, prep).get(int(first_capture))
-    if scope is None:
+    unit = prep["unit"]
+    first_unit = unit[touched[0]]
+    if (unit[touched] != first_unit).any():
         return None
-    places, order, is_end, shared = scope
+    places, order, is_end, shared, ahead = scopes[int(first_unit)]
+    if ahead >= k:  # a process whose collective lies ahead of the change: the whole graph at once (docstring)
+        return None
     kc = int(np.searchsorted(places, k))
     visited = order[kc:]
     ns, ne = prep["scratch"]  # the unchanged replay's lists, given back after: a copy would cost the whole graph
     try:
         _visit(ns, ne, order, is_end, kc, *args)
         cost["ops"] = cost.get("ops", 0) + len(order) - kc
-        # a last arrival moved: the latest of this capture's members and the others' (unchanged) latest
+        # a last arrival moved: the latest of this scope's members and the others' (unchanged) latest
         arrived = prep["arrived"]
         if any(max(others, max(ns[m] for m in mine)) != arrived[gid] for gid, mine, others in shared):
             return None
@@ -194,40 +198,65 @@ def _scoped(g: StepGraph, prep: dict[str, Any], touched: np.ndarray, k: int, arg
 
 
 def _scopes(g: StepGraph, prep: dict[str, Any]) -> dict[int, tuple]:
-    """Per capture, for :func:`_scoped`: its places in the visiting order, its (op, is_end) entries, and the
-    collective groups it shares with another capture (``(group, its members there, the other captures' latest
-    arrival)``); empty where the graph has one capture, or an edge other than a collective's between two (then
-    every replay visits them all). Made once per graph."""
+    """Per scope, for :func:`_scoped`: its places in the visiting order, its (op, is_end) entries, and the
+    collective groups it shares with another scope (``(group, its members there, the other scopes' latest
+    arrival)``); ``prep["unit"]`` holds each op's scope. A scope is a process of a capture (a capture's ranks each
+    run their own, and so do the ranks of a job captured apart) where no edge but a collective's links two
+    processes; else a capture, where none links two captures; else there is none, and every replay visits all the
+    graph's ops (as in a graph of one process). Made once per graph.
+
+    A process of a capture is replayed alone only where no collective it shares lies ahead of the change (the last
+    of their places in the visiting order, the scope's fifth item): the ranks of one capture, two GPUs in step, mostly
+    trade the last arrival (nsys_ai's 2-GPU MFU job: every change to a rank's kernels moved one), and a replay that
+    moves it visits the rank and then the whole graph. A capture (a rank captured apart) is always tried alone, as
+    the ranks of a larger job mostly keep theirs (the 8 DLRM ranks, tests/test_scoped_replay.py)."""
     kept = prep.get("scopes")
     if kept is not None:
         return kept
-    capture = g.ops["capture_id"]
-    ids = np.unique(capture)
-    preds = [g.pred[:, s] for s in range(4)] + [g.wait_pred]
-    crossing = any(((p >= 0) & (capture[np.maximum(p, 0)] != capture)).any() for p in preds) or any(
-        capture[j] != capture[i] for i, waits in g.also_waits.items() for j in waits)
     scopes: dict[int, tuple] = {}
-    if len(ids) > 1 and not crossing:
-        order, is_end = np.asarray(prep["order"], np.int64), np.asarray(prep["is_end"], bool)
-        base_ns = prep["base"][0]
-        shared: dict[int, list[tuple[int, list[int], float]]] = {}
-        for gid, members in enumerate(g.members):
-            by_capture: dict[int, list[int]] = {}
-            for m in members:
-                by_capture.setdefault(int(capture[m]), []).append(m)
-            if len(by_capture) > 1:
-                latest = sorted(((max(base_ns[m] for m in mine), c) for c, mine in by_capture.items()), reverse=True)
-                for c, mine in by_capture.items():
-                    shared.setdefault(c, []).append((gid, mine, latest[1][0] if latest[0][1] == c else latest[0][0]))
-        of = capture[order]
-        by = np.argsort(of, kind="stable")  # each capture's places, in visiting order
-        bounds = np.searchsorted(of[by], ids).tolist() + [len(of)]
-        for n, c in enumerate(ids.tolist()):
-            places = by[bounds[n]:bounds[n + 1]]
-            scopes[c] = (places, order[places].tolist(), is_end[places].tolist(), shared.get(c, []))
-        prep["arrived"] = [max(base_ns[m] for m in members) for members in g.members]  # each group's last arrival
     prep["scopes"] = scopes
+    capture = g.ops["capture_id"]
+    captures = group_codes(capture)
+    for unit in (group_codes(capture, g.ops.ints("pid", MISSING_LAST)), captures):  # missing pid: one process
+        units = int(unit.max()) + 1 if len(unit) else 0
+        if units < 2:
+            return scopes
+        if not _crossing(g, unit):
+            break
+    else:
+        return scopes
+    processes = units > int(captures.max()) + 1
+    order, is_end = np.asarray(prep["order"], np.int64), np.asarray(prep["is_end"], bool)
+    base_ns = prep["base"][0]
+    shared: dict[int, list[tuple[int, list[int], float]]] = {}
+    for gid, members in enumerate(g.members):
+        by_unit: dict[int, list[int]] = {}
+        for m in members:
+            by_unit.setdefault(int(unit[m]), []).append(m)
+        if len(by_unit) > 1:
+            latest = sorted(((max(base_ns[m] for m in mine), u) for u, mine in by_unit.items()), reverse=True)
+            for u, mine in by_unit.items():
+                shared.setdefault(u, []).append((gid, mine, latest[1][0] if latest[0][1] == u else latest[0][0]))
+    last = np.full(len(g), -1, np.int64)  # each op's last place in the visiting order
+    np.maximum.at(last, order, np.arange(len(order)))
+    of = unit[order]
+    by = np.argsort(of, kind="stable")  # each scope's places, in visiting order
+    bounds = np.searchsorted(of[by], np.arange(units)).tolist() + [len(of)]
+    for u in range(units):
+        places = by[bounds[u]:bounds[u + 1]]
+        ahead = max((int(last[mine].max()) for _gid, mine, _others in shared.get(u, [])), default=-1) if processes \
+            else -1
+        scopes[u] = (places, order[places].tolist(), is_end[places].tolist(), shared.get(u, []), ahead)
+    prep["unit"] = unit
+    prep["arrived"] = [max(base_ns[m] for m in members) for members in g.members]  # each group's last arrival
     return scopes
+
+
+def _crossing(g: StepGraph, unit: np.ndarray) -> bool:
+    """Whether an edge other than a collective's links ops of two different ``unit`` values."""
+    preds = [g.pred[:, s] for s in range(4)] + [g.wait_pred]
+    return any(((p >= 0) & (unit[np.maximum(p, 0)] != unit)).any() for p in preds) or any(
+        unit[j] != unit[i] for i, waits in g.also_waits.items() for j in waits)
 
 
 def _visit(ns: list, ne: list, order: list, is_end: list, k: int, prep: dict[str, Any], p1: list, l0: list,
