@@ -4,7 +4,8 @@ Reading an export needs DuckDB's sqlite scanner, and loading it checks the exten
 hashes the 35 MB file, 0.1 to 0.15 s, more than a small export's whole ingest (docs/performance.md, "Thirteenth
 pass"). The check stays on; it runs on a thread of its own from the moment a run knows it will read an export,
 beside the interpreter's work that comes before the ingest (loading the rules, resolving the cache entry,
-copying the schema template), so that on two cores it costs next to nothing in wall time.
+copying the schema template), so that on two cores it costs next to nothing in wall time. So does the count of
+the export's event tables that the catalog reads first (ingest/nsys/count_prefetch.py), on a third.
 
 The instance is in memory, with the settings :func:`nsight_advisor.store.database.connect` gives a store's
 connection; the store being built is attached to it and made its default database
@@ -22,7 +23,8 @@ from typing import Iterable
 import duckdb
 
 from nsight_advisor.ingest.detect import NSYS_REP_MAGIC, SQLITE_MAGIC
-from nsight_advisor.ingest.nsys.catalog import load_sqlite_scanner
+from nsight_advisor.ingest.nsys import count_prefetch
+from nsight_advisor.ingest.nsys.catalog import COUNTED_FIRST, load_sqlite_scanner, uri_path
 from nsight_advisor.store.database import CONNECT_CONFIG
 
 #: The first bytes of the inputs whose ingest loads the sqlite scanner in this process: an nsys SQLite export,
@@ -31,11 +33,15 @@ _SCANNED = (SQLITE_MAGIC, NSYS_REP_MAGIC)
 
 
 class PreparedInstance:
-    """An in-memory DuckDB connection with the sqlite scanner loaded, made on a thread started at creation."""
+    """An in-memory DuckDB connection with the sqlite scanner loaded, made on a thread started at creation;
+    ``counted``: an export whose event tables are counted meanwhile on another (ingest/nsys/count_prefetch.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, counted: Path | None = None) -> None:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._taken = False
+        self._counted = counted
+        if counted is not None:
+            count_prefetch.start(counted, f"file:{uri_path(counted)}?mode=ro&immutable=1", COUNTED_FIRST)
         self._thread = threading.Thread(target=self._prepare, name="nsight-advisor-scanner", daemon=True)
         self._thread.start()
 
@@ -61,11 +67,13 @@ class PreparedInstance:
         return self._con
 
     def close(self) -> None:
-        """Close the connection unless it was taken (waits for the thread: it must not outlive the run)."""
+        """Close the connection unless it was taken (waits for the threads: they must not outlive the run)."""
         self._thread.join()
         if not self._taken and self._con is not None:
             self._con.close()
         self._taken = True
+        if self._counted is not None:
+            count_prefetch.discard(self._counted)
 
 
 def prepare_for(paths: Iterable[Path] | None) -> PreparedInstance | None:
@@ -76,7 +84,12 @@ def prepare_for(paths: Iterable[Path] | None) -> PreparedInstance | None:
         return None
     try:
         with open(first, "rb") as fh:
-            head = fh.read(max(len(m) for m in _SCANNED))
+            head = fh.read(max(20, *(len(m) for m in _SCANNED)))
     except OSError:
         return None
-    return PreparedInstance() if head.startswith(_SCANNED) else None
+    if not head.startswith(_SCANNED):
+        return None
+    # an export read in place (a WAL-mode one is read from a copy: its counts are the copy's) has its tables
+    # counted meanwhile
+    in_place = head.startswith(SQLITE_MAGIC) and head[18:20] != b"\x02\x02"
+    return PreparedInstance(counted=Path(first) if in_place else None)

@@ -20,7 +20,7 @@ import duckdb
 
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.common.sql_params import quote_ident
-from nsight_advisor.ingest.nsys import enums as E
+from nsight_advisor.ingest.nsys import count_prefetch, enums as E
 from nsight_advisor.common.text import first_line
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -133,9 +133,11 @@ def read_catalog(path: Path, *, read_from: Path | None = None) -> ExportCatalog:
                              f"or CUPTI_ACTIVITY_KIND_* tables); expected the output of `nsys export --type sqlite`")
         for name in names:
             cat.tables[name] = [r[0] for r in src.execute("SELECT name FROM pragma_table_info(?)", (name,))]
+        counted = count_prefetch.take(read_from or path) or {}  # counted ahead on a thread, where asked
         for table in COUNTED_FIRST:
             if table in cat.tables:
-                cat.counts[table] = int(src.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+                cat.counts[table] = counted[table] if table in counted else int(
+                    src.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
         for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):  # nsys >= 2023.3 renamed EXPORT_META_DATA
             if cat.has(meta, "name") and cat.has(meta, "value"):
                 rows = dict(src.execute(
