@@ -481,9 +481,6 @@ def run() -> None:
     without tearing the interpreter down where the command finished (common/process_exit.py)."""
     from nsight_advisor.common.process_exit import exit_now
 
-    # numpy's OpenBLAS starts a thread per core at import, which spins for a while (0.05 CPU-s on two cores, taken
-    # from the ingest beside it); the analysis does no linear algebra. A caller's own setting stands.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
     except SystemExit as exc:
