@@ -16,14 +16,14 @@ from conftest import REPO, nsys_exports, trace_param
 from nsight_advisor import workflow
 from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.nsys import count_prefetch
-from nsight_advisor.ingest.nsys.catalog import COUNTED_FIRST, KERNEL, read_catalog, uri_path
+from nsight_advisor.ingest.nsys.catalog import COUNTED_FIRST, KERNEL, count_ahead, read_catalog
 from nsight_advisor.store.ingest_instance import prepare_for
 
 SAMPLE = REPO / "sample_traces" / "demo_training_step.sqlite"
 
 
 def _start(path):
-    count_prefetch.start(path, f"file:{uri_path(path)}?mode=ro&immutable=1", COUNTED_FIRST)
+    count_ahead(path)
 
 
 def _threads() -> set[str]:

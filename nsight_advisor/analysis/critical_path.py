@@ -168,7 +168,7 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
     mapping = _step_mapping(g, capture_id, spans, on_host, among)
     if mapping is None:
         return [float(e - s) for s, e in spans]
-    by_start, start_k, by_end, end_k, bounds = mapping
+    by_start, start_k, by_end, end_sorted, end_k, bounds = mapping
     ne_sorted = np.asarray(ne, np.float64)[by_end]
     # steps of GPU work end when all of it has: the latest replayed end of the ops that had ended by each place, not
     # the replayed end of the op that had ended last (a host thread no longer held back by a dropped synchronization
@@ -176,7 +176,7 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
     latest_end = ne_sorted if on_host else np.maximum.accumulate(ne_sorted)
     # each bound (the steps' starts, then their ends) moved with the first op starting at or after it, else (none
     # left) the latest end by it, else (none ended) kept; float64 throughout, as b + (new - recorded) one at a time
-    start_all, end_sorted = g.ops["start_ns"], g.ops["end_ns"][by_end]
+    start_all = g.ops["start_ns"]
     moved = bounds.astype(np.float64)
     late = start_k < len(by_start)
     j = by_start[start_k[late]]
@@ -192,10 +192,10 @@ def map_steps(g: StepGraph, capture_id: int, spans: list[tuple[int, int]],
 def _step_mapping(g: StepGraph, capture_id: int, spans: list[tuple[int, int]], on_host: bool,
                   among: np.ndarray | None) -> tuple | None:
     """What :func:`map_steps` needs of the recorded times, found once per graph, steps and ops (a what-if measures
-    every replay on the same ones): the ops by start and by end, and for each bound (the steps' starts, then each
-    step's end: the next step's start where it follows at once, else its own end) the place of the first op
-    starting at or after it and of the last op ending at or before it (for an end that no op starts after, or
-    that is not followed). None when no op moves the steps."""
+    every replay on the same ones): the ops by start and by end (with their recorded ends), and for each bound (the
+    steps' starts, then each step's end: the next step's start where it follows at once, else its own end) the
+    place of the first op starting at or after it and of the last op ending at or before it (for an end that no op
+    starts after, or that is not followed). None when no op moves the steps."""
     key = (int(capture_id), bool(on_host), None if among is None else np.packbits(among).tobytes(),
            tuple(map(tuple, spans)))
     cache = g.__dict__.setdefault("_step_mappings", {})
@@ -210,10 +210,10 @@ def _step_mapping(g: StepGraph, capture_id: int, spans: list[tuple[int, int]], o
     mine = np.flatnonzero(mine)
     mapping = None
     if len(mine):
-        start0, end0 = g.ops["start_ns"][mine], g.ops["end_ns"][mine]
-        by_start = mine[np.argsort(start0, kind="stable")]
-        by_end = mine[np.argsort(end0, kind="stable")]
-        sorted_start, sorted_end = np.sort(start0), np.sort(end0)
+        start, end = g.ops["start_ns"], g.ops["end_ns"]
+        by_start = mine[np.argsort(start[mine], kind="stable")]
+        by_end = mine[np.argsort(end[mine], kind="stable")]
+        sorted_start, sorted_end = start[by_start], end[by_end]
         starts = np.asarray([s for s, _e in spans], np.int64)
         ends = np.asarray([e for _s, e in spans], np.int64)
         follows = np.r_[starts[1:] == ends[:-1], False]  # the next step starts where this one ends
@@ -221,7 +221,7 @@ def _step_mapping(g: StepGraph, capture_id: int, spans: list[tuple[int, int]], o
         start_k = np.searchsorted(sorted_start, bounds, "left")
         start_k[len(spans):][~follows] = len(by_start)  # an end not followed moves with the ops ended by it
         end_k = np.searchsorted(sorted_end, bounds, "right") - 1
-        mapping = (by_start, start_k, by_end, end_k, bounds)
+        mapping = (by_start, start_k, by_end, sorted_end, end_k, bounds)
     cache[key] = mapping
     return mapping
 

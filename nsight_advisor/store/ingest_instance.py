@@ -24,7 +24,7 @@ import duckdb
 
 from nsight_advisor.ingest.detect import NSYS_REP_MAGIC, SQLITE_MAGIC
 from nsight_advisor.ingest.nsys import count_prefetch
-from nsight_advisor.ingest.nsys.catalog import COUNTED_FIRST, load_sqlite_scanner, uri_path
+from nsight_advisor.ingest.nsys.catalog import count_ahead, load_sqlite_scanner, wal_mode
 from nsight_advisor.store.database import CONNECT_CONFIG
 
 #: The first bytes of the inputs whose ingest loads the sqlite scanner in this process: an nsys SQLite export,
@@ -41,7 +41,7 @@ class PreparedInstance:
         self._taken = False
         self._counted = counted
         if counted is not None:
-            count_prefetch.start(counted, f"file:{uri_path(counted)}?mode=ro&immutable=1", COUNTED_FIRST)
+            count_ahead(counted)
         self._thread = threading.Thread(target=self._prepare, name="nsight-advisor-scanner", daemon=True)
         self._thread.start()
 
@@ -91,5 +91,5 @@ def prepare_for(paths: Iterable[Path] | None) -> PreparedInstance | None:
         return None
     # an export read in place (a WAL-mode one is read from a copy: its counts are the copy's) has its tables
     # counted meanwhile
-    in_place = head.startswith(SQLITE_MAGIC) and head[18:20] != b"\x02\x02"
+    in_place = head.startswith(SQLITE_MAGIC) and not wal_mode(head)
     return PreparedInstance(counted=Path(first) if in_place else None)

@@ -117,7 +117,7 @@ def read_catalog(path: Path, *, read_from: Path | None = None) -> ExportCatalog:
     ``read_from``: the file to read when it is not ``path`` (a WAL-mode export's copy); messages name ``path``.
     """
     _check_not_truncated(path)
-    uri = f"file:{uri_path(read_from or path)}?mode=ro&immutable=1"
+    uri = read_only_uri(read_from or path)
     try:
         src = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:
@@ -211,7 +211,7 @@ def ids_are_primary_key(path: Path, table: str) -> bool:
 
 
 def sqlite_rows(path: Path, sql: str, params: tuple = ()) -> list[tuple]:
-    src = sqlite3.connect(f"file:{uri_path(path)}?mode=ro&immutable=1", uri=True)
+    src = sqlite3.connect(read_only_uri(path), uri=True)
     try:
         return src.execute(sql, params).fetchall()
     finally:
@@ -230,7 +230,7 @@ def attachable(path: Path) -> tuple[Path, Path | None]:
 
     with open(path, "rb") as fh:
         head = fh.read(20)
-    if head[18:20] != b"\x02\x02":
+    if not wal_mode(head):
         return path, None
     folder = Path(tempfile.mkdtemp(prefix="wal-", dir=run_folder()))
     try:
@@ -263,6 +263,23 @@ def remove_copy(folder: Path | None) -> None:
 
 def sql_text(text: str) -> str:
     return text.replace("'", "''")
+
+
+def wal_mode(head: bytes) -> bool:
+    """Whether a SQLite file whose first bytes are ``head`` (20 at least) is in WAL mode (header bytes 18-19 are 2):
+    SQLite would write -wal and -shm files beside it to read it (:func:`attachable`)."""
+    return head[18:20] == b"\x02\x02"
+
+
+def count_ahead(path: Path) -> None:
+    """Have :data:`COUNTED_FIRST` of the export at ``path`` (read in place) counted on a thread, for
+    :func:`read_catalog` to take (ingest/nsys/count_prefetch.py)."""
+    count_prefetch.start(path, read_only_uri(path), COUNTED_FIRST)
+
+
+def read_only_uri(path: Path) -> str:
+    """The SQLite URI that opens ``path`` read-only and immutable (no lock, no journal, nothing written beside it)."""
+    return f"file:{uri_path(path)}?mode=ro&immutable=1"
 
 
 def uri_path(path: Path) -> str:

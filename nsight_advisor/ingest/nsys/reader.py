@@ -19,7 +19,7 @@ from nsight_advisor.common.errors import InputError
 from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.nsys.catalog import (
     CUDA_GPU_INFO, GPU_INFO, GPU_METRICS_INFO, NVTX, ExportCatalog, check_unique_string_ids, ids_are_primary_key,
-    sqlite_rows, sql_text, uri_path,
+    read_only_uri, sqlite_rows, sql_text,
 )
 from nsight_advisor.common.sql_params import quote_ident
 from nsight_advisor.ingest.sql_bounds import valid_span
@@ -116,7 +116,7 @@ class ExportReader:
         schema = pa.schema([(c, pa.int64() if "INT" in types[c] else pa.float64() if types[c] in ("REAL", "FLOAT", "DOUBLE")
                              else pa.string()) for c in cols])
         created = False
-        src = sqlite3.connect(f"file:{uri_path(self.cat.read_path)}?mode=ro&immutable=1", uri=True)
+        src = sqlite3.connect(read_only_uri(self.cat.read_path), uri=True)
         replaced = 0
 
         def decode(raw: bytes) -> str:

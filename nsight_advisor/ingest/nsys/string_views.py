@@ -12,7 +12,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from nsight_advisor.ingest.nsys.catalog import uri_path
+from nsight_advisor.ingest.nsys.catalog import read_only_uri
 
 #: Seconds a view may take to read in full.
 VIEW_READ_S = 10.0
@@ -29,7 +29,7 @@ class ViewUnreadable(Exception):
 def read_string_view(path: Path, view: str) -> list[tuple[int, str]]:
     """``(id, value)`` rows of the StringIds-like ``view`` in the export at ``path`` (ids that are no integer left
     out, text that is not UTF-8 shown with U+FFFD); ViewUnreadable past the limits or when it lacks the columns."""
-    src = sqlite3.connect(f"file:{uri_path(path)}?mode=ro&immutable=1", uri=True)
+    src = sqlite3.connect(read_only_uri(path), uri=True)
     try:
         src.text_factory = lambda b: b.decode("utf-8", "replace")
         src.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
