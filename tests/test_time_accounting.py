@@ -21,7 +21,7 @@ from nsight_advisor import workflow
 from nsight_advisor.engine.model import IDLE_CAUSES
 from nsight_advisor.schema.views import documented_views
 from nsight_advisor.store.database import connect
-from conftest import TRACES, ncu_csvs, ncu_reports, nsys_exports, trace_param
+from conftest import TRACES, kineto_traces, ncu_csvs, ncu_reports, nsys_exports, trace_param
 
 FUSER = TRACES / "nsys" / "fuser_h200_matmul.sqlite"
 VECADD = TRACES / "nsys" / "csc746_vecadd.sqlite"
@@ -249,6 +249,42 @@ def test_pipit_relaunches_after_its_synchronizations_are_claimed(isolated_cache,
     # the store just written, analyzed rather than the export ingested again
     (acct,) = _analysis(tmp_path / (path.stem + ".duckdb"))["captures"][0]["accounting"]
     assert acct["idle_claimed_ns"] >= 0.95 * acct["idle_ns"]
+
+
+@pytest.mark.parametrize("path", trace_param(nsys_exports() + kineto_traces()))
+def test_short_gaps_are_sync_exactly_where_a_synchronization_returned_in_them(path, tmp_path):
+    # the view finds each synchronization's gap by 32 us buckets of time (32_idle_gaps.sql, short_sync): here an
+    # interval join of every short gap with every synchronization of its device's processes that was blocked at
+    # the gap's start and returned within it; the one returning last names the gap
+    with _ingested(path, tmp_path) as con:
+        if not con.execute("select count(*) from gpu_ops").fetchone()[0]:
+            pytest.skip("nothing profiled on the GPU")
+        got = con.execute("""
+            select capture_id, device_id, start_ns, host_activity, host_pid, host_tid from gpu_idle_gaps
+            where duration_ns < 20000 and cause = 'sync' order by all""").fetchall()
+        launch = con.execute("select count(*) from gpu_idle_gaps where duration_ns < 20000 and cause = 'launch'")
+        launch = launch.fetchone()[0]
+        expected = con.execute("""
+            with procs as (select distinct capture_id, device_id, pid from gpu_ops where pid is not null),
+            syncs as (
+                select a.*, p.device_id as dev from cuda_api_calls a
+                join procs p on p.capture_id = a.capture_id and p.pid = a.pid
+                where a.api_class = 'sync'),
+            found as (
+                select g.capture_id, g.device_id, g.start_ns, max(s.end_ns) as last_end,
+                       list(struct_pack(n := s.base_name, p := s.pid, t := s.tid, e := s.end_ns)) as calls
+                from gpu_idle_gaps g
+                join syncs s on s.capture_id = g.capture_id and s.dev is not distinct from g.device_id
+                    and s.start_ns <= g.start_ns and s.end_ns >= g.start_ns and s.end_ns < g.end_ns
+                where g.duration_ns < 20000
+                group by all)
+            select capture_id, device_id, start_ns, calls, last_end from found order by all""").fetchall()
+        total = con.execute("select count(*) from gpu_idle_gaps where duration_ns < 20000").fetchone()[0]
+    assert [r[:3] for r in got] == [r[:3] for r in expected]
+    for (*_key, name, pid, tid), (*_same, calls, last) in zip(got, expected):
+        # calls returning at the same nanosecond: any of them
+        assert (name, pid, tid) in [(c["n"], c["p"], c["t"]) for c in calls if c["e"] == last]
+    assert len(got) + launch == total
 
 
 def test_an_export_with_only_target_info_cuda_gpu_gets_its_sm_count_and_compute_capability(tmp_path):

@@ -136,17 +136,20 @@ ranges as (
 ),
 -- a gap under 20 us in which a synchronization of the device's processes (one of host_calls) returned, having
 -- been blocked when the GPU ran dry (the one returning last names it): each synchronization finds the gap its
--- return falls in with an as-of join, so the few synchronizations probe the short gaps rather than a million short
--- gaps probing them (the other way round cost 0.9 s of the 1M-kernel export's analysis)
+-- return falls in, so the few synchronizations probe the short gaps rather than a million short gaps probing them
+-- (the other way round cost 0.9 s of the 1M-kernel export's analysis). By 32,768 ns buckets of time, a hash join:
+-- a gap under 20 us holding the return starts in the return's bucket or the one before. The as-of join it
+-- replaces (the latest short gap starting at or before the return) sorted the million short gaps: 0.1 CPU-s more.
 short_sync as (
     select g.capture_id, g.device_id, g.start_ns as gap_start_ns,
            arg_max(s.base_name, s.end_ns) as label,
            arg_max(struct_pack(pid := s.pid, tid := s.tid), s.end_ns) as thread,
            max(s.end_ns) - g.start_ns as overlap_ns
-    from (select * from host_calls where api_class = 'sync') s
-    asof join (select *, coalesce(device_id, -1) as dev from gaps where duration_ns < 20000) g
-        on g.capture_id = s.capture_id and g.dev = s.dev and g.start_ns <= s.end_ns
-    where s.end_ns < g.end_ns and s.start_ns <= g.start_ns
+    from (select *, unnest([end_ns >> 15, (end_ns >> 15) - 1]) as bucket
+          from host_calls where api_class = 'sync') s
+    join (select *, coalesce(device_id, -1) as dev, start_ns >> 15 as bucket from gaps where duration_ns < 20000) g
+        on g.capture_id = s.capture_id and g.dev = s.dev and g.bucket = s.bucket
+    where g.start_ns <= s.end_ns and s.end_ns < g.end_ns and s.start_ns <= g.start_ns
     group by g.capture_id, g.device_id, g.start_ns
 ),
 per_gap as (
