@@ -138,13 +138,41 @@ class StepGraph:
         return self.__dict__["_names"]
 
 
+@dataclass
+class GraphRows:
+    """What :func:`graph_from` builds a graph from, as read from the store by :func:`read_graph`: the captures, their
+    clock offsets, their operations and their collectives' ranks (rows of collective_ranks)."""
+
+    ids: list[int]
+    offsets: dict[int, int]
+    ops: OpTable
+    collectives: list[tuple]
+
+
 def build_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
                 spans: dict[int, tuple[int, int]] | None = None) -> StepGraph:
     """The graph of ``capture_ids``' operations, each capture's limited to ``spans[capture_id]`` = (start, end) on
     its own clock (operations overlapping it) when given."""
+    return graph_from(read_graph(con, capture_ids, spans))
+
+
+def read_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
+               spans: dict[int, tuple[int, int]] | None = None) -> GraphRows:
+    """:func:`build_graph`'s reads of the store; :func:`graph_from` needs no connection (engine/model_work.py builds
+    the graph on a thread of its own while the rules' queries run)."""
     ids = [int(i) for i in capture_ids]
     offsets = _offsets(con, ids)
     ops = _ops(con, ids, [(spans or {}).get(cid, (-(2 ** 62), 2 ** 62)) for cid in ids], offsets)
+    collectives = sql_params.execute(con, """
+        select capture_id, device_id, start_ns, end_ns, job, process_group, collective, "index"
+        from collective_ranks where capture_id in (select unnest($ids::integer[])) order by all""",
+                                     {"ids": ids}).fetchall() if len(ops) else []
+    return GraphRows(ids, offsets, ops, collectives)
+
+
+def graph_from(rows: GraphRows) -> StepGraph:
+    """The graph of what :func:`read_graph` read (its operations are moved to the graph's clock in place)."""
+    ops, offsets = rows.ops, rows.offsets
     # times from the earliest op: float64 replays of epoch nanoseconds (1.7e18) would round to 256 ns
     t0 = int(ops["start_ns"].min()) if len(ops) else 0
     ops["start_ns"] -= t0
@@ -162,7 +190,7 @@ def build_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
         _choose_binding(graph)
         _cross_edges(graph)
         _blocking_ends(graph)
-        _collective_ends(con, graph, ids)
+        _collective_ends(graph, rows.collectives)
     return graph
 
 
@@ -467,12 +495,9 @@ def _other_streams(g: StepGraph, calls: np.ndarray, pkey: np.ndarray, starts: np
             g.also_waits.setdefault(call, []).append(op)
 
 
-def _collective_ends(con, g: StepGraph, ids: list[int]) -> None:
-    """A collective kernel ends its transfer time after the last rank of its collective arrives."""
-    rows = sql_params.execute(con, """
-        select capture_id, device_id, start_ns, end_ns, job, process_group, collective, "index"
-        from collective_ranks where capture_id in (select unnest($ids::integer[])) order by all""",
-                              {"ids": ids}).fetchall()
+def _collective_ends(g: StepGraph, rows: list[tuple]) -> None:
+    """A collective kernel ends its transfer time after the last rank of its collective arrives (``rows``: the
+    captures' collective_ranks, as :func:`read_graph` reads them)."""
     if not rows:
         return
     ops = g.ops

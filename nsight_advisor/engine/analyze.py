@@ -134,6 +134,14 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     queries = [rule.query for rule in rules]
     made = accounting.views_read(queries)  # host_activity where a rule reads it: made with the rules, below
     materialize_shared(con, [view for view in shared if view not in made])
+    found_steps = steps_of(con, capture_ids, {c: iterations.get(c) for c in capture_ids})
+    building = None
+    if found_steps:  # the replay's numpy only where there is a step to replay
+        from nsight_advisor.engine.model_work import ModelWork
+        from nsight_advisor.engine.whatif import MAX_ANALYSIS_OPS, MAX_ANALYSIS_STEPS
+
+        # read now; built beside the rules' queries where that pays (engine/model_work.py)
+        building = ModelWork(con, capture_ids, found_steps, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS)
     findings, outcomes = [], []
     checks_of = {id(con): checks}  # a connection's answers are its own (two_connections may add the twin's)
 
@@ -154,26 +162,28 @@ def analyze_with_rules(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int
     lead = Lead(make=lambda connection: accounting.materialize_read(connection, queries),
                 needs=frozenset([len(rules), *(i for i, rule in enumerate(rules)
                                                if any(checks.reads_table(rule.query, v) for v in made))]))
-    # One status line on a terminal, drawn only once the rules have taken over a second.
-    with Progress("rules", len(jobs), enabled=progress) as bar:
-        *ran, summary = run_jobs(con, jobs, lambda i: bar.step(names[i]), lead=lead if made else None,
-                                 longest=frozenset([len(rules)]))
-    for outcome, results in ran:
-        outcomes.append(outcome)
-        for _, res in results:
-            findings.extend(res.findings)
-    pacing = {cid: find_pacing(con, cid, iterations.get(cid)) for cid in capture_ids}
-    mark_paced(findings, pacing)
-    findings, accounts = settle_impacts(con, captures, findings)
-    reword_paced(findings, pacing)
-    breakdowns = attach_regions(con, captures, findings)
-    attach_source_frames(con, findings)
-    found_steps = steps_of(con, capture_ids, {c: iterations.get(c) for c in capture_ids})
-    if found_steps:  # the replay's numpy only where there is a step to replay
-        from nsight_advisor.engine.whatif import MAX_ANALYSIS_OPS, MAX_ANALYSIS_STEPS, savings_replays, step_model
+    try:
+        # One status line on a terminal, drawn only once the rules have taken over a second.
+        with Progress("rules", len(jobs), enabled=progress) as bar:
+            *ran, summary = run_jobs(con, jobs, lambda i: bar.step(names[i]), lead=lead if made else None,
+                                     longest=frozenset([len(rules)]))
+        for outcome, results in ran:
+            outcomes.append(outcome)
+            for _, res in results:
+                findings.extend(res.findings)
+        pacing = {cid: find_pacing(con, cid, iterations.get(cid)) for cid in capture_ids}
+        mark_paced(findings, pacing)
+        findings, accounts = settle_impacts(con, captures, findings)
+        reword_paced(findings, pacing)
+        breakdowns = attach_regions(con, captures, findings)
+        attach_source_frames(con, findings)
+        model = building.result() if building is not None else None
+    finally:
+        if building is not None:
+            building.close()  # no thread left behind, whatever failed
+    if model is not None:
+        from nsight_advisor.engine.whatif import savings_replays
 
-        model = step_model(con, capture_ids, max_ops=MAX_ANALYSIS_OPS, max_steps=MAX_ANALYSIS_STEPS,
-                           found=found_steps)
         replays = savings_replays(con, capture_ids, findings, model=model, candidates=True)
         if replays is not None:
             with replays:  # shared with a forked child where it can (engine/fix_replays.py)

@@ -85,7 +85,8 @@ class SavingsReplays:
         from nsight_advisor.engine.path_share import step_paths
 
         model, fixed = self.model, self.fixed
-        paths = step_paths(model.graph, model.steps, model.base, model.units)
+        paths = model.paths if model.paths is not None else step_paths(model.graph, model.steps, model.base,
+                                                                         model.units)
         for f in fixed:  # the whole-graph arrays of the change again, one finding at a time (the same values)
             f.critical_path_pct = paths.share_pct(f.capture_id, combine_sparse([self.changes[id(f)]], self.n),
                                                   f.device_id)

@@ -18,7 +18,7 @@ from nsight_advisor.analysis.critical_path import critical_path, device_units, m
 from nsight_advisor.analysis.replay import replay
 from nsight_advisor.analysis.iterations import _quantile
 from nsight_advisor.analysis.steps import Steps, steps_of
-from nsight_advisor.analysis.step_graph import KERNEL, StepGraph, build_graph
+from nsight_advisor.analysis.step_graph import KERNEL, GraphRows, StepGraph, graph_from, read_graph
 from nsight_advisor.engine.finding_fixes import finding_gaps, fix_of
 from nsight_advisor.engine.fix_replays import SavingsReplays, sparse
 
@@ -49,6 +49,7 @@ class StepModel:
     base: tuple[np.ndarray, np.ndarray] = field(default=None)  # the unchanged replay (= the recorded times)
     kept: dict[int, tuple[int, int]] = field(default_factory=dict)  # capture -> (steps in the graph, steps found)
     units: dict[int, dict[int, np.ndarray]] = field(default_factory=dict)  # capture -> its GPUs' ops (device_units)
+    paths: Any = None  # the steps' critical paths (engine/path_share.py StepPaths), where already walked
 
     def durations(self, times: tuple[np.ndarray, np.ndarray] | None = None) -> dict[int, list[float]]:
         """Each capture's step durations under ``times`` (the recorded ones when None), ns."""
@@ -83,6 +84,24 @@ def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
     ``max_ops``: and a capture whose kept steps hold more GPU operations and CUDA calls than this keeps only that
     many operations' worth of them (``StepModel.kept``). ``found``: the captures' steps when already read
     (nsight_advisor.analysis.steps.steps_of)."""
+    rows = read_model(con, capture_ids, max_ops, max_steps, found)
+    return model_from(rows) if rows is not None else None
+
+
+@dataclass
+class ModelRows:
+    """What :func:`model_from` builds a :class:`StepModel` from, as :func:`read_model` read it: the graph's rows,
+    each capture's kept steps on its own clock and where they came from, and ``StepModel.kept``."""
+
+    graph: GraphRows
+    found: dict[int, tuple[list[tuple[int, int]], str]]
+    kept: dict[int, tuple[int, int]]
+
+
+def read_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int], max_ops: int | None = None,
+               max_steps: int | None = None, found: dict[int, Steps] | None = None) -> ModelRows | None:
+    """:func:`step_model`'s reads of the store (None: no capture has steps); :func:`model_from` needs no connection
+    (engine/model_work.py builds the model on a thread of its own while the rules' queries run)."""
     found = dict(found) if found is not None else steps_of(con, capture_ids)
     if not found:
         return None
@@ -97,10 +116,17 @@ def step_model(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
             found[c] = (middle, source)
             kept[c] = (len(middle), len(spans))
     spans = {c: (v[0][0][0], v[0][-1][1]) for c, v in found.items()}
-    graph = build_graph(con, list(found), spans)
+    return ModelRows(read_graph(con, list(found), spans), found, kept)
+
+
+def model_from(rows: ModelRows) -> StepModel:
+    """The step model of what :func:`read_model` read: its graph, its steps on the graph's clock and the unchanged
+    replay."""
+    graph = graph_from(rows.graph)
+    found = rows.found
     steps = {c: [(graph.clock(c, s), graph.clock(c, e)) for s, e in v[0]] for c, v in found.items()}
     model = StepModel(graph, steps, {c: v[1] for c, v in found.items()})
-    model.kept = kept
+    model.kept = rows.kept
     model.base = replay(graph)
     model.units = {c: units for c in steps if (units := device_units(graph, c))}
     return model
