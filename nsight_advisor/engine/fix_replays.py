@@ -4,7 +4,8 @@ finding's alone, then the findings whose fixes change the same operations togeth
 The replays are Python loops over the step graph (analysis/replay.py), a fifth of a small job's analysis (the 8
 DLRM ranks: about 0.2 s, with the CUDA-graph candidates), and they need no connection. So a forked child
 (common/forked_child.py) takes a share: first each rule's all-ranks replay and the CUDA-graph candidates, while this
-process works out the findings' shares of the critical path; then both take the findings one at a time from shared
+process works out the findings' shares of the critical path (on the paths walked beside the rules where the model
+was built there: engine/model_work.py); then both take the findings one at a time from shared
 tickets, so that neither waits long for the other. The child sends back what it computed; this process sets it,
 and then replays the fixes together. (Forked before the regions' queries instead, to run beside them, the child
 made them three times slower: every page DuckDB wrote in this process was copied first.)
