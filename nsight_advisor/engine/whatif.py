@@ -18,7 +18,8 @@ from nsight_advisor.analysis.critical_path import critical_path, device_units, m
 from nsight_advisor.analysis.replay import replay
 from nsight_advisor.analysis.iterations import _quantile
 from nsight_advisor.analysis.steps import Steps, steps_of
-from nsight_advisor.analysis.step_graph import KERNEL, GraphRows, StepGraph, graph_from, read_graph
+from nsight_advisor.analysis.graph_rows import GraphRows, read_graph
+from nsight_advisor.analysis.step_graph import KERNEL, StepGraph, graph_from
 from nsight_advisor.engine.finding_fixes import finding_gaps, fix_of
 from nsight_advisor.engine.fix_replays import SavingsReplays, sparse
 
