@@ -20,10 +20,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class GraphRows:
-    """What step_graph.graph_from builds a graph from, as :func:`read_graph` read it: the captures, their clock
-    offsets, their operations and their collectives' ranks (rows of collective_ranks)."""
+    """What step_graph.graph_from builds a graph from, as :func:`read_graph` read it: the captures' clock offsets,
+    their operations and their collectives' ranks (rows of collective_ranks)."""
 
-    ids: list[int]
     offsets: dict[int, int]
     ops: OpTable
     collectives: list[tuple]
@@ -40,7 +39,7 @@ def read_graph(con: duckdb.DuckDBPyConnection, capture_ids: Sequence[int],
         select capture_id, device_id, start_ns, end_ns, job, process_group, collective, "index"
         from collective_ranks where capture_id in (select unnest($ids::integer[])) order by all""",
                                      {"ids": ids}).fetchall() if len(ops) else []
-    return GraphRows(ids, offsets, ops, collectives)
+    return GraphRows(offsets, ops, collectives)
 
 
 def _offsets(con, ids: list[int]) -> dict[int, int]:
