@@ -19,6 +19,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
+from nsight_advisor.store.opening import store_threads
 from nsight_advisor.store.parallel_ingest import usable_cores
 
 if TYPE_CHECKING:
@@ -93,8 +94,6 @@ class ModelWork:
 
 def _parallel_store(con) -> bool:
     """Whether the store runs its queries on more than one DuckDB thread (not a small store:
-    store.opening.fit_small_store, whose rules run on two connections instead)."""
-    try:
-        return int(con.execute("select current_setting('threads')").fetchone()[0]) > 1
-    except Exception:  # noqa: BLE001 - a setting it cannot read: build the model when asked, as before
-        return False
+    store.opening.fit_small_store, whose rules run on two connections instead); a setting that cannot be read builds
+    the model when asked, as before."""
+    return (store_threads(con) or 0) > 1

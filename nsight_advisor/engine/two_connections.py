@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from nsight_advisor.store.opening import store_threads
 from nsight_advisor.store.parallel_ingest import usable_cores
 
 if TYPE_CHECKING:
@@ -190,10 +191,8 @@ def _temp_rows(con) -> int:
 
 
 def _one_thread_store(con) -> bool:
-    """Whether the store runs its queries on one DuckDB thread (a small store: store.opening.fit_small_store)."""
-    try:
-        return int(con.execute("select current_setting('threads')").fetchone()[0]) == 1
-    except Exception:  # noqa: BLE001 - a setting it cannot read: keep one connection
-        return False
+    """Whether the store runs its queries on one DuckDB thread (a small store: store.opening.fit_small_store); a
+    setting that cannot be read keeps one connection."""
+    return store_threads(con) == 1
 
 

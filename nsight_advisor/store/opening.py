@@ -287,6 +287,16 @@ def fit_small_store(con: duckdb.DuckDBPyConnection) -> None:
             con.execute("SET disabled_optimizers = '" + ",".join(SMALL_STORE_SKIPPED_OPTIMIZERS) + "'")
 
 
+def store_threads(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The DuckDB threads the store's queries run on (1 for a small store: :func:`fit_small_store`); None where the
+    setting cannot be read. The analysis runs a small store's rules on two connections
+    (engine/two_connections.py) and builds a larger one's step model beside its rules (engine/model_work.py)."""
+    try:
+        return int(con.execute("select current_setting('threads')").fetchone()[0])
+    except Exception:  # noqa: BLE001 - a setting it cannot read: each caller keeps its plain way
+        return None
+
+
 def spill_folder(store: Path) -> Path | None:
     """Where DuckDB may spill during the analysis: this run's folder beside the store (None when it cannot be
     made, e.g. a read-only folder: DuckDB then keeps its own default)."""
