@@ -33,6 +33,7 @@ from nsight_advisor.ingest.nsys.gpus import gpu_metrics_span_sql, read_gpu_metri
 from nsight_advisor.ingest.nsys.kernels import read_api_calls, read_kernels, read_memcpys, read_memsets, read_syncs
 from nsight_advisor.ingest.nsys.nvtx import nvtx_span_sql, read_nvtx_ranges
 from nsight_advisor.ingest.nsys.reader import ExportReader, bound_memory
+from nsight_advisor.ingest.nsys.side_steps import SideSteps, side_worthwhile
 from nsight_advisor.common.progress import Progress
 from nsight_advisor.common.text import first_line
 
@@ -82,9 +83,26 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
                 ing.sql("INSERT INTO ingest_notes VALUES (?, ?, 0, ?)", [capture_id, view, (
                     f"{view} is a view in this export, not a table: not read (of an export's views only StringIds "
                     "is run, within limits); what it holds is missing from the analysis; export the capture again")])
-            for step, fill in STEPS.items():
-                ing.run(step, fill)
-                bar.step(step)
+            side = None
+            try:
+                for step, fill in STEPS.items():
+                    if side is not None and step in side.steps:
+                        continue  # read beside the kernels
+                    if step == "kernels" and side_worthwhile(ing):
+                        side = SideSteps(ing, {name: STEPS[name] for name in SIDE_STEPS})
+                    ing.run(step, fill)
+                    bar.step(step)
+                    if side is not None and step == "kernels":
+                        try:
+                            side.join()
+                        except BaseException:
+                            step = side.failed_step or step  # the error names the table it was reading
+                            raise
+                        for name in side.steps:
+                            bar.step(name)
+            finally:
+                if side is not None:
+                    side.close()  # ended and waited for before the export is detached, whatever failed
     except duckdb.Error as exc:
         # which of the export's tables was being read: DuckDB's text names the column at most
         reading = STEP_SOURCES.get(step, step)
@@ -145,6 +163,10 @@ STEPS: dict[str, Callable[[ExportReader], None]] = {
     "callchains": read_callchains,
     "captures": write_capture_row,
 }
+
+#: Steps that need nothing the kernels' step writes: read on a second connection while the kernels are read, where
+#: the export's kernels are many (ingest/nsys/side_steps.py).
+SIDE_STEPS = ("memcpys", "memsets", "syncs")
 
 #: What each step reads from the export, as a damaged value's error names it (DuckDB's text names the column only).
 STEP_SOURCES: dict[str, str] = {

@@ -185,10 +185,12 @@ class ExportReader:
         return f"{self.scratch}.strings"
 
     def enum(self, name: str) -> str:
-        return f"{self.tmp}_{name.lower()}"
+        """The table of enum ``name``'s labels, in the scratch database (seen by every connection: the copies,
+        sets and synchronizations may be read on a second one, ingest/nsys/side_steps.py)."""
+        return f"{self.scratch}.{self.tmp}_{name.lower()}"
 
     def prepare(self) -> None:  # noqa: D401 - a step
-        """Temp tables: StringIds (resolved once) and every enum with its label and word label."""
+        """Scratch tables: StringIds (resolved once) and every enum with its label and word label."""
         con = self.con
         if self.cat.has("StringIds", "id"):
             self.fill_strings()
@@ -197,7 +199,7 @@ class ExportReader:
             if "StringIds" in self.cat.views:
                 self.fill_strings_from_view()
         for enum, rows in self.cat.enums.items():
-            con.execute(f"CREATE TEMP TABLE {self.enum(enum)} (id BIGINT, label VARCHAR, word VARCHAR)")
+            con.execute(f"CREATE TABLE {self.enum(enum)} (id BIGINT, label VARCHAR, word VARCHAR)")
             values = [v for i, (sym, lab) in rows.items() for v in (i, lab, E.word_label(enum, sym, lab))]
             if values:  # one statement: executemany costs a round trip per row
                 self.sql(f"INSERT INTO {self.enum(enum)} VALUES " + ", ".join(["(?, ?, ?)"] * (len(values) // 3)),
@@ -246,8 +248,7 @@ class ExportReader:
         for ahead in self.prefetched.values():  # asked, never taken (the ingest failed first): ended, not waited for
             ahead.close()
         self.prefetched.clear()
-        names = [*(self.enum(e) for e in self.cat.enums), *self.copied.values()]  # the scratch database is detached
-        for name in names:
+        for name in self.copied.values():  # temp tables (the enums and strings go with the scratch database)
             with contextlib.suppress(duckdb.Error):
                 self.sql(f"DROP TABLE IF EXISTS {name}")
 
