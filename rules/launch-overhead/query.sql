@@ -29,8 +29,10 @@ per_name as (
     group by device_id, short_name
 ),
 full_names as (
+    -- from the capture's few combinations of names (kernel_name_sets), not from every launch of kernels: the same
+    -- names, as each launch's names are one of those combinations
     select coalesce(short_name, name) as short_name, min(name) as name
-    from kernels
+    from kernel_name_sets
     where capture_id = $capture_id
     group by 1
 )

@@ -50,14 +50,11 @@ devices as (
     select distinct capture_id, device_id from gpu_ops
 ),
 events as (
-    select capture_id, device_id, start_ns as t_ns, delta from ops
-    union all
-    select capture_id, device_id, end_ns, -delta from ops
+    -- each operation's start and end from one read of ops (two reads made DuckDB keep a copy of every operation)
+    select capture_id, device_id, unnest([start_ns, end_ns]) as t_ns, unnest([delta, -delta]) as delta from ops
     union all
     -- the window's two ends, on every device: the leading and trailing idle stretches
-    select dv.capture_id, dv.device_id, w.start_ns, 0 from devices dv join w using (capture_id)
-    union all
-    select dv.capture_id, dv.device_id, w.end_ns, 0 from devices dv join w using (capture_id)
+    select dv.capture_id, dv.device_id, unnest([w.start_ns, w.end_ns]), 0 from devices dv join w using (capture_id)
 ),
 swept as (
     -- after each event, how many operations of each kind run, until the next event
