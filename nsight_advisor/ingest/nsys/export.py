@@ -94,7 +94,7 @@ def ingest_nsys_sqlite(con: duckdb.DuckDBPyConnection, capture_id: int, path: Pa
                     bar.step(step)
                     if side is not None and step == "kernels":
                         try:
-                            side.join()
+                            side.wait()
                         except BaseException:
                             step = side.failed_step or step  # the error names the table it was reading
                             raise

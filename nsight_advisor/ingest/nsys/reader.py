@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import threading
 from typing import Callable
 
 import duckdb
 
 from nsight_advisor.common import sql_params
 from nsight_advisor.common.errors import InputError
+from nsight_advisor.ingest.nsys.cursor_work import CursorWork
 from nsight_advisor.ingest.nsys import enums as E
 from nsight_advisor.ingest.nsys.catalog import (
     CUDA_GPU_INFO, GPU_INFO, GPU_METRICS_INFO, NVTX, ExportCatalog, check_unique_string_ids, ids_are_primary_key,
@@ -257,41 +257,24 @@ class ExportReader:
         return valid_span(f"{a}.start", f'{a}."end"')
 
 
-class SpanQuery:
+class SpanQuery(CursorWork):
     """One query answered on a thread, on its own connection to the instance (reading the attached export): its
-    one row, or the error it raised, is taken with :meth:`result`. DuckDB releases the interpreter while a query
-    runs, so the thread and the caller's statements run at once."""
+    one row, or the error it raised, is taken with :meth:`result`."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, sql: str) -> None:
+        # reads the export alone: attached to the instance, seen by every connection
+        super().__init__(con.cursor(), "nsight-advisor-span")
         self.sql = sql
-        self._cursor = con.cursor()  # reads the export alone: attached to the instance, seen by every connection
         self._row: tuple | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="nsight-advisor-span", daemon=True)
-        self._thread.start()
+        self.start()
 
-    def _run(self) -> None:
-        try:
-            self._row = sql_params.execute(self._cursor, self.sql).fetchone()
-        except BaseException as exc:  # noqa: BLE001  (raised again in the caller's thread by result())
-            self._error = exc
+    def work(self, cursor: duckdb.DuckDBPyConnection) -> None:
+        self._row = sql_params.execute(cursor, self.sql).fetchone()
 
     def result(self) -> tuple:
         """The query's row (waits for it); raises what the query raised."""
-        self._thread.join()
-        self._cursor.close()
-        if self._error is not None:
-            raise self._error
+        self.wait()
         return self._row
-
-    def close(self) -> None:
-        """End the query if it still runs and wait for its thread (it must not outlive the ingest)."""
-        if self._thread.is_alive():
-            with contextlib.suppress(duckdb.Error):
-                self._cursor.interrupt()
-        self._thread.join()
-        with contextlib.suppress(duckdb.Error):
-            self._cursor.close()
 
 
 @contextlib.contextmanager
