@@ -1,9 +1,10 @@
 -- Thread blocks whose size is not a multiple of the warp size: the last warp of every block runs with idle lanes.
--- From the timeline (kernels) and Nsight Compute (ncu_kernels). One row per kernel name and block size.
+-- From the timeline (kernel_configs: the launches summed per configuration) and Nsight Compute (ncu_kernels). One row
+-- per kernel name and block size.
 with sizes as (
     select 'nsys' as source, k.name, coalesce(k.short_name, k.name) as short_name, k.threads_per_block,
-           count(*) as launches, sum(k.duration_ns) as duration_ns
-    from kernels k
+           sum(k.launches)::bigint as launches, sum(k.total_ns) as duration_ns
+    from kernel_configs k
     where k.capture_id = $capture_id and k.threads_per_block > 0
     group by k.name, k.short_name, k.threads_per_block
     -- the name pattern once per group, not once per launch (any_value: a filter on a group key would be pushed

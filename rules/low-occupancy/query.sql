@@ -1,15 +1,16 @@
 -- Kernels whose theoretical occupancy is low because of their registers or shared memory per block: the limits the
 -- kernel's code sets (a block-count limit with tiny blocks is block-size-not-multiple-of-32's and small-grid's).
--- Timeline: kernel_launches' occupancy calculation. Nsight Compute: sm__maximum_warps_per_active_cycle_pct and the
--- launch__occupancy_limit_* block limits. Timeline: GEMM, convolution and attention kernels by name are left out
--- (libraries tune their tiles and trade occupancy for data reuse on purpose); Nsight Compute: tensor-core kernels
--- by their counters (ncu_kernel_classes), whatever their names.
+-- Timeline: kernel_launches' occupancy calculation, once per launch configuration (kernel_configs). Nsight
+-- Compute: sm__maximum_warps_per_active_cycle_pct and the launch__occupancy_limit_* block limits. Timeline: GEMM,
+-- convolution and attention kernels by name are left out (libraries tune their tiles and trade occupancy for data
+-- reuse on purpose); Nsight Compute: tensor-core kernels by their counters (ncu_kernel_classes), whatever their
+-- names.
 with timeline as (
     select
         'nsys' as source,
         l.name,
         coalesce(l.short_name, l.name) as short_name,
-        count(*) as launches,
+        sum(l.launches)::bigint as launches,
         any_value(l.threads_per_block) as threads_per_block,
         any_value(l.registers_per_thread) as registers_per_thread,
         any_value(l.shared_mem_bytes) as shared_mem_bytes,
@@ -20,8 +21,8 @@ with timeline as (
             when l.resident_blocks_per_sm = l.limit_warps then 'warps'
             else 'blocks' end) as limiter,
         null::double as issue_active_pct,
-        sum(l.duration_ns) as duration_ns
-    from kernel_launches l
+        sum(l.total_ns) as duration_ns
+    from kernel_configs l
     where l.capture_id = $capture_id and l.theoretical_occupancy_pct is not null
     group by l.name, l.short_name, l.device_id, l.block_x, l.block_y, l.block_z, l.registers_per_thread,
              l.shared_mem_bytes

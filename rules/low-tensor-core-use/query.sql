@@ -5,10 +5,10 @@
 -- with its share of the capture's kernel time (the judgement), the share all such kernels take together, and its
 -- recoverable time.
 with timeline_total as (
-    select sum(duration_ns) as total_ns from kernels where capture_id = $capture_id
+    select sum(total_ns) as total_ns from kernel_configs where capture_id = $capture_id
 ),
--- Launches are summed per kernel name and device first and each name is classified once (a training capture
--- launches a few hundred names millions of times). The classifiers read any_value() of the group's name rather than
+-- Launches are summed per kernel name and device first (from their sums per configuration, kernel_configs) and each
+-- name is classified once (a training capture launches a few hundred names millions of times). The classifiers read any_value() of the group's name rather than
 -- the group key, so that the optimizer cannot push the class filter below the sums and run them on every launch.
 per_name as (
     select
@@ -19,9 +19,9 @@ per_name as (
         na_kernel_category(any_value(name), any_value(short_name)) as category,
         na_math_path(any_value(name)) as math_path,
         na_precision(any_value(name)) as precision,
-        count(*) as launches,
-        sum(duration_ns) as duration_ns
-    from kernels
+        sum(launches)::bigint as launches,
+        sum(total_ns) as duration_ns
+    from kernel_configs
     where capture_id = $capture_id
     group by capture_id, device_id, name, short_name
 ),

@@ -3,10 +3,10 @@
 -- see small-grid). Nsight Compute: kernels whose DRAM throughput is high and clearly above their SM throughput.
 -- One row per kernel name; the judgement is the share of the capture's kernel time all such kernels take.
 with timeline_total as (
-    select sum(duration_ns) as total_ns from kernels where capture_id = $capture_id
+    select sum(total_ns) as total_ns from kernel_configs where capture_id = $capture_id
 ),
--- Launches are summed per kernel name first and each name is classified once (a training capture launches a few
--- hundred names millions of times). The classifiers read any_value() of the group's name rather than the group key,
+-- Launches are summed per kernel name first (from their sums per configuration, kernel_configs) and each name is
+-- classified once (a training capture launches a few hundred names millions of times). The classifiers read any_value() of the group's name rather than the group key,
 -- so that the optimizer cannot push the category filter below the sums and run them on every launch.
 timeline as (
     select
@@ -32,9 +32,9 @@ timeline as (
             k.short_name,
             na_kernel_category(any_value(k.name), any_value(k.short_name)) as category,
             na_precision(any_value(k.name)) as precision,
-            count(*) as launches,
-            sum(k.duration_ns) as duration_ns
-        from kernels k
+            sum(k.launches)::bigint as launches,
+            sum(k.total_ns) as duration_ns
+        from kernel_configs k
         left join gpus g on g.capture_id = k.capture_id and g.device_id = k.device_id
         where k.capture_id = $capture_id
           and coalesce(k.blocks / nullif(g.sm_count, 0), $min_blocks_per_sm) >= $min_blocks_per_sm

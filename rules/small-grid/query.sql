@@ -1,4 +1,4 @@
--- Launches with fewer blocks than the GPU has SMs, from the timeline (kernels + gpus) and from Nsight Compute
+-- Launches with fewer blocks than the GPU has SMs, from the timeline (kernel_configs) and from Nsight Compute
 -- (ncu_kernels, SM count from launch__sm_count when recorded, else the device attribute). One row per kernel name
 -- and launch configuration.
 with floors as (
@@ -16,13 +16,13 @@ timeline as (
         l.name,
         coalesce(l.short_name, l.name) as short_name,
         l.device_id,
-        count(*) as launches,
+        sum(l.launches)::bigint as launches,
         any_value(l.blocks) as blocks,
         any_value(l.threads_per_block) as threads_per_block,
         any_value(l.sm_count) as sm_count,
-        sum(l.duration_ns) as duration_ns,
+        sum(l.total_ns) as duration_ns,
         any_value(f.floor_ns) as floor_ns
-    from kernel_launches l
+    from kernel_configs l
     left join floors f on f.device_id = l.device_id
     where l.capture_id = $capture_id and l.sm_count > 0 and l.blocks > 0
     group by l.name, l.short_name, l.device_id, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z

@@ -103,38 +103,46 @@ left join names n
     on n.capture_id = r.capture_id and n.name_id is not distinct from r.name_id
    and n.short_name_id is not distinct from r.short_name_id and n.mangled_name_id is not distinct from r.mangled_name_id;
 
--- One row per timeline kernel joined with its GPU: blocks per SM, theoretical resident blocks per SM (from the
--- registers, shared memory, warps and block limits the capture records), waves and the last wave's fill.
--- Register allocation is rounded to 256 registers per warp and shared memory to 128 bytes, plus the 1 KiB the
--- driver reserves per block from compute capability 8.0 on (CUDA Occupancy Calculator's rules). Where the capture
--- lacks a limit, that limit is left out (least() skips NULLs) and the result is an upper bound.
-create or replace view kernel_launches as
-with base as (
-    select
-        k.capture_id, k.device_id, k.stream_id, k.pid, k.tid, k.correlation_id,
-        k.start_ns, k.end_ns, k.duration_ns, k.name, k.short_name,
-        k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
-        k.blocks, k.threads_per_block, k.registers_per_thread, k.shared_mem_bytes, k.graph_node_id,
-        g.name as gpu_name, g.sm_count, g.cc_major,
-        coalesce(g.threads_per_warp, 32) as warp_size,
-        g.max_warps_per_sm, g.max_blocks_per_sm, g.max_registers_per_sm, g.max_shared_mem_per_sm_bytes,
-        cast(ceil(k.threads_per_block / coalesce(g.threads_per_warp, 32)) as bigint) as warps_per_block
-    from kernels k
-    left join gpus g on g.capture_id = k.capture_id and g.device_id = k.device_id
-),
-limits as (
+-- @macro na_limit_warps(max_warps_per_sm, warps_per_block)
+-- The blocks per SM that the warp limit allows, or NULL where the capture lacks it.
+create or replace macro na_limit_warps(max_warps_per_sm, warps_per_block) as (
+    case when max_warps_per_sm > 0 and warps_per_block > 0 then max_warps_per_sm // warps_per_block end
+);
+
+-- @macro na_limit_registers(max_registers_per_sm, registers_per_thread, warp_size, warps_per_block)
+-- The blocks per SM that the register file allows (registers allocated per warp in units of 256), or NULL.
+create or replace macro na_limit_registers(max_registers_per_sm, registers_per_thread, warp_size, warps_per_block) as (
+    case when max_registers_per_sm > 0 and registers_per_thread > 0 and warps_per_block > 0
+         then (max_registers_per_sm // (cast(ceil(registers_per_thread * warp_size / 256.0) as bigint) * 256))
+              // warps_per_block end
+);
+
+-- @macro na_limit_shared_mem(max_shared_mem_per_sm_bytes, shared_mem_bytes, cc_major)
+-- The blocks per SM that shared memory allows (allocated in units of 128 bytes, plus the 1 KiB the driver reserves
+-- per block from compute capability 8.0 on), or NULL.
+create or replace macro na_limit_shared_mem(max_shared_mem_per_sm_bytes, shared_mem_bytes, cc_major) as (
+    case when max_shared_mem_per_sm_bytes > 0 and shared_mem_bytes > 0
+         then max_shared_mem_per_sm_bytes
+              // (cast(ceil(shared_mem_bytes / 128.0) as bigint) * 128 + case when cc_major >= 8 then 1024 else 0 end)
+    end
+);
+
+-- @macro na_occupancy(rel)
+-- The rows of ``rel`` (a CTE of launches or of launch configurations, each with its GPU's limits: blocks,
+-- sm_count, cc_major, warp_size, max_warps_per_sm, max_blocks_per_sm, max_registers_per_sm,
+-- max_shared_mem_per_sm_bytes, warps_per_block, registers_per_thread, shared_mem_bytes), followed by their
+-- occupancy figures: the blocks per SM each limit allows, the theoretical resident blocks per SM (the least of them),
+-- blocks per SM, waves, the last wave's fill and the theoretical occupancy. kernel_launches and kernel_configs
+-- compute them with it.
+create or replace macro na_occupancy(rel) as table
+with limits as (
     select
         b.*,
-        case when b.max_warps_per_sm > 0 and b.warps_per_block > 0
-             then b.max_warps_per_sm // b.warps_per_block end as limit_warps,
-        case when b.max_registers_per_sm > 0 and b.registers_per_thread > 0 and b.warps_per_block > 0
-             then (b.max_registers_per_sm // (cast(ceil(b.registers_per_thread * b.warp_size / 256.0) as bigint) * 256))
-                  // b.warps_per_block end as limit_registers,
-        case when b.max_shared_mem_per_sm_bytes > 0 and b.shared_mem_bytes > 0
-             then b.max_shared_mem_per_sm_bytes
-                  // (cast(ceil(b.shared_mem_bytes / 128.0) as bigint) * 128
-                      + case when b.cc_major >= 8 then 1024 else 0 end) end as limit_shared_mem
-    from base b
+        na_limit_warps(b.max_warps_per_sm, b.warps_per_block) as limit_warps,
+        na_limit_registers(b.max_registers_per_sm, b.registers_per_thread, b.warp_size, b.warps_per_block)
+            as limit_registers,
+        na_limit_shared_mem(b.max_shared_mem_per_sm_bytes, b.shared_mem_bytes, b.cc_major) as limit_shared_mem
+    from query_table(rel) b
 ),
 resident as (
     select
@@ -154,3 +162,95 @@ select
          then 100.0 * least(r.resident_blocks_per_sm * r.warps_per_block, r.max_warps_per_sm) / r.max_warps_per_sm
          end as theoretical_occupancy_pct
 from resident r;
+
+-- One row per timeline kernel joined with its GPU: blocks per SM, theoretical resident blocks per SM (from the
+-- registers, shared memory, warps and block limits the capture records), waves and the last wave's fill.
+-- Register allocation is rounded to 256 registers per warp and shared memory to 128 bytes, plus the 1 KiB the
+-- driver reserves per block from compute capability 8.0 on (CUDA Occupancy Calculator's rules). Where the capture
+-- lacks a limit, that limit is left out (least() skips NULLs) and the result is an upper bound.
+create or replace view kernel_launches as
+with base as (
+    select
+        k.capture_id, k.device_id, k.stream_id, k.pid, k.tid, k.correlation_id,
+        k.start_ns, k.end_ns, k.duration_ns, k.name, k.short_name,
+        k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
+        k.blocks, k.threads_per_block, k.registers_per_thread, k.shared_mem_bytes, k.graph_node_id,
+        g.name as gpu_name, g.sm_count, g.cc_major,
+        coalesce(g.threads_per_warp, 32) as warp_size,
+        g.max_warps_per_sm, g.max_blocks_per_sm, g.max_registers_per_sm, g.max_shared_mem_per_sm_bytes,
+        cast(ceil(k.threads_per_block / coalesce(g.threads_per_warp, 32)) as bigint) as warps_per_block
+    from kernels k
+    left join gpus g on g.capture_id = k.capture_id and g.device_id = k.device_id
+)
+select * from na_occupancy(base);
+
+-- @view kernel_configs
+-- The timeline's kernels per launch configuration: one row per capture, GPU, kernel (its names) and configuration
+-- (grid, block, registers and shared memory per block), with its launches and their durations, and the occupancy
+-- figures kernel_launches gives each of them (the same computation, once per configuration). A capture launches a
+-- few hundred configurations millions of times: a rule that judges configurations or sums per name reads these
+-- rows, not every launch (the 1M-kernel export: 180 rows; grouping a million launches by their 400-character
+-- names cost each kernel rule 0.05 to 0.13 CPU-s; docs/performance.md, "Twenty-seventh pass"). The analysis
+-- materializes it once where several rules read it (nsight_advisor.analysis.shared_views).
+-- @column capture_id Capture (captures.capture_id).
+-- @column device_id GPU.
+-- @column name Demangled kernel name (kernels.name).
+-- @column short_name Base function name (kernels.short_name).
+-- @column mangled_name Mangled name (kernels.mangled_name).
+-- @column grid_x Grid size in blocks, x.
+-- @column grid_y Grid size in blocks, y.
+-- @column grid_z Grid size in blocks, z.
+-- @column block_x Block size in threads, x.
+-- @column block_y Block size in threads, y.
+-- @column block_z Block size in threads, z.
+-- @column blocks Blocks per launch.
+-- @column threads_per_block Threads per block.
+-- @column registers_per_thread Registers per thread.
+-- @column shared_mem_bytes Shared memory per block (static and dynamic), bytes.
+-- @column launches Launches with this configuration.
+-- @column total_ns Their summed duration, ns.
+-- @column min_ns The shortest of them, ns.
+-- @column max_ns The longest of them, ns.
+-- @column gpu_name The GPU's name (gpus.name).
+-- @column sm_count SMs of the GPU.
+-- @column cc_major Compute capability, major.
+-- @column warp_size Threads per warp (32 where the capture does not say).
+-- @column max_warps_per_sm Resident warps per SM at most.
+-- @column max_blocks_per_sm Resident blocks per SM at most.
+-- @column max_registers_per_sm Registers per SM.
+-- @column max_shared_mem_per_sm_bytes Shared memory per SM, bytes.
+-- @column warps_per_block Warps per block.
+-- @column limit_warps Blocks per SM the warp limit allows (na_limit_warps), or NULL.
+-- @column limit_registers Blocks per SM the registers allow (na_limit_registers), or NULL.
+-- @column limit_shared_mem Blocks per SM shared memory allows (na_limit_shared_mem), or NULL.
+-- @column resident_blocks_per_sm Theoretical resident blocks per SM: the least of the limits the capture records.
+-- @column blocks_per_sm blocks / sm_count.
+-- @column waves blocks / (sm_count x resident_blocks_per_sm).
+-- @column last_wave_fraction The last wave's fill: waves - floor(waves).
+-- @column theoretical_occupancy_pct Resident warps per SM as a share of the maximum, %.
+create or replace view kernel_configs as
+with configs as (
+    -- grouped on the name ids (integers), the names joined to the few groups after
+    select capture_id, device_id, name_id, short_name_id, mangled_name_id, grid_x, grid_y, grid_z,
+           block_x, block_y, block_z, blocks, threads_per_block, registers_per_thread, shared_mem_bytes,
+           count(*) as launches, sum(duration_ns) as total_ns, min(duration_ns) as min_ns, max(duration_ns) as max_ns
+    from kernel_rows
+    group by all
+),
+base as (
+    select
+        c.capture_id, c.device_id, n.name, n.short_name, n.mangled_name,
+        c.grid_x, c.grid_y, c.grid_z, c.block_x, c.block_y, c.block_z,
+        c.blocks, c.threads_per_block, c.registers_per_thread, c.shared_mem_bytes,
+        c.launches, c.total_ns, c.min_ns, c.max_ns,
+        g.name as gpu_name, g.sm_count, g.cc_major,
+        coalesce(g.threads_per_warp, 32) as warp_size,
+        g.max_warps_per_sm, g.max_blocks_per_sm, g.max_registers_per_sm, g.max_shared_mem_per_sm_bytes,
+        cast(ceil(c.threads_per_block / coalesce(g.threads_per_warp, 32)) as bigint) as warps_per_block
+    from configs c
+    left join kernel_name_sets n
+        on n.capture_id = c.capture_id and n.name_id is not distinct from c.name_id
+       and n.short_name_id is not distinct from c.short_name_id and n.mangled_name_id is not distinct from c.mangled_name_id
+    left join gpus g on g.capture_id = c.capture_id and g.device_id = c.device_id
+)
+select * from na_occupancy(base);
