@@ -122,43 +122,45 @@ def test_kernel_totals_are_the_kernels_summed_per_name(trace: Path, tmp_path: Pa
         con.close()
 
 
-#: What kernel_configs must give per launch configuration: kernel_launches' own figures (one value per configuration)
-#: and its launches' sums, by the configuration and the figures that depend on it alone.
-_CONFIG_KEYS = ("capture_id, device_id, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, blocks, "
-                "threads_per_block, registers_per_thread, shared_mem_bytes, gpu_name, sm_count, cc_major, warp_size, "
-                "max_warps_per_sm, max_blocks_per_sm, max_registers_per_sm, max_shared_mem_per_sm_bytes, "
-                "warps_per_block, limit_warps, limit_registers, limit_shared_mem, resident_blocks_per_sm, "
-                "blocks_per_sm, waves, last_wave_fraction, theoretical_occupancy_pct")
+#: A launch configuration: what kernel_configs groups by (less the mangled name), and the GPU's facts and the
+#: occupancy figures that kernel_config_occupancy adds, each one value per configuration.
+_CONFIG = ("capture_id, device_id, name, short_name, grid_x, grid_y, grid_z, block_x, block_y, block_z, blocks, "
+           "threads_per_block, registers_per_thread, shared_mem_bytes")
+_OCCUPANCY = ("gpu_name, sm_count, cc_major, warp_size, max_warps_per_sm, max_blocks_per_sm, max_registers_per_sm, "
+              "max_shared_mem_per_sm_bytes, warps_per_block, limit_warps, limit_registers, limit_shared_mem, "
+              "resident_blocks_per_sm, blocks_per_sm, waves, last_wave_fraction, theoretical_occupancy_pct")
 
 
 @pytest.mark.parametrize("trace", trace_param(nsys_exports() + kineto_traces()))
 def test_kernel_configs_are_the_launches_per_configuration(trace: Path, tmp_path: Path) -> None:
-    """kernel_configs (grouped by name ids and configuration, names and GPU limits joined after, the occupancy
-    computed once per row) holds, per configuration, kernel_launches' figures and its launches' count, summed,
-    shortest and longest duration; from the store's view and as the analysis materializes it for its rules."""
+    """kernel_configs (grouped by name ids and configuration, the names joined after) holds, per configuration, its
+    launches' count, summed, shortest and longest duration, as grouping the kernels view gives them;
+    kernel_config_occupancy adds kernel_launches' own GPU facts and occupancy figures, computed once per row. From the
+    store's views and as the analysis materializes them for its rules."""
     from nsight_advisor.analysis import accounting
     from nsight_advisor.analysis.shared_views import materialize_shared
 
     con = connect(tmp_path / "s.duckdb")
     try:
         ingest_capture(con, 1, trace)
-        launches = con.execute(f"""
-            select {_CONFIG_KEYS}, count(*), sum(duration_ns), min(duration_ns), max(duration_ns)
-            from kernel_launches group by all order by all""").fetchall()
+        sums = "count(*), sum(duration_ns), min(duration_ns), max(duration_ns)"
+        launches = con.execute(f"select {_CONFIG}, mangled_name, {sums} from kernels group by all order by all"
+                               ).fetchall()
         if not launches:
             pytest.skip(f"{trace.name} has no kernels")
-        configs = f"""select {_CONFIG_KEYS}, sum(launches), sum(total_ns), min(min_ns), max(max_ns)
-                      from kernel_configs group by all order by all"""
+        occupied = con.execute(f"select {_CONFIG}, {_OCCUPANCY}, {sums} from kernel_launches group by all order by all"
+                               ).fetchall()
+        configs = f"select {_CONFIG}, mangled_name, launches, total_ns, min_ns, max_ns from kernel_configs order by all"
+        occupancy = f"""select {_CONFIG}, {_OCCUPANCY}, sum(launches), sum(total_ns), min(min_ns), max(max_ns)
+                        from kernel_config_occupancy group by all order by all"""
         assert con.execute(configs).fetchall() == launches
-        # one row per configuration and combination of names: the mangled name tells apart what the others share
-        assert con.execute("select count(*) from kernel_configs").fetchone()[0] == con.execute(f"""
-            select count(*) from (select distinct {_CONFIG_KEYS}, mangled_name from kernel_launches
-                                  join (select capture_id, correlation_id, pid, start_ns, mangled_name from kernels)
-                                  using (capture_id, correlation_id, pid, start_ns))""").fetchone()[0]
+        assert con.execute(occupancy).fetchall() == occupied
         accounting.prepare(con, [1])
-        assert materialize_shared(con, ["kernel_configs"]) == ["kernel_configs"]
-        assert con.execute("select count(*) from temp.main.kernel_configs").fetchone()[0] > 0
+        made = materialize_shared(con, ["kernel_configs", "kernel_config_occupancy"])
+        assert made == ["kernel_configs", "kernel_config_occupancy"]
+        assert con.execute("select count(*) from temp.main.kernel_config_occupancy").fetchone()[0] == len(launches)
         assert con.execute(configs).fetchall() == launches
+        assert con.execute(occupancy).fetchall() == occupied
     finally:
         con.close()
 

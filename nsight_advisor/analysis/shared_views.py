@@ -1,10 +1,10 @@
 """Analysis views that several rules read, materialized once per analysis when more than one rule run reads them.
 
 A rule reads the analysis views through its own query, once per capture; DuckDB plans and computes a view afresh
-each time. The kernels per launch configuration (``kernel_configs``), the Nsight Compute pivots
-(``ncu_kernel_summary`` and the views over it) and ``host_activity`` are each read by two to six rules: as temp
-tables (which the store's views of the same name then resolve to, as with nsight_advisor.analysis.accounting's)
-they are planned and computed once. On the 8 DLRM ranks the rules' CPU time went from 7.5 to 4.8 s
+each time. The kernels per launch configuration (``kernel_configs``, and with their occupancy
+``kernel_config_occupancy``), the Nsight Compute pivots (``ncu_kernel_summary`` and the views over it) and
+``host_activity`` are each read by two to six rules: as temp tables (which the store's views of the same name then
+resolve to, as with nsight_advisor.analysis.accounting's) they are planned and computed once. On the 8 DLRM ranks the rules' CPU time went from 7.5 to 4.8 s
 (docs/performance.md, "Small captures").
 """
 
@@ -17,8 +17,8 @@ import duckdb
 from nsight_advisor.analysis.accounting import stored
 
 #: In dependency order: a view reads only views before it here (or the store's tables and the accounting's).
-SHARED_VIEWS = ("kernel_configs", "ncu_kernel_inputs", "ncu_kernel_summary", "ncu_timeline_match",
-                "ncu_kernel_classes", "ncu_warp_stalls", "ncu_kernel_efficiency", "host_activity")
+SHARED_VIEWS = ("kernel_configs", "kernel_config_occupancy", "ncu_kernel_inputs", "ncu_kernel_summary",
+                "ncu_timeline_match", "ncu_kernel_classes", "ncu_warp_stalls", "ncu_kernel_efficiency", "host_activity")
 
 
 #: The Nsight Compute tables every ``ncu_*`` view reads: where both are empty, so is each of those views.

@@ -1,6 +1,6 @@
 -- Kernels whose theoretical occupancy is low because of their registers or shared memory per block: the limits the
 -- kernel's code sets (a block-count limit with tiny blocks is block-size-not-multiple-of-32's and small-grid's).
--- Timeline: kernel_launches' occupancy calculation, once per launch configuration (kernel_configs). Nsight
+-- Timeline: kernel_launches' occupancy calculation, once per launch configuration (kernel_config_occupancy). Nsight
 -- Compute: sm__maximum_warps_per_active_cycle_pct and the launch__occupancy_limit_* block limits. Timeline: GEMM,
 -- convolution and attention kernels by name are left out (libraries tune their tiles and trade occupancy for data
 -- reuse on purpose); Nsight Compute: tensor-core kernels by their counters (ncu_kernel_classes), whatever their
@@ -22,7 +22,7 @@ with timeline as (
             else 'blocks' end) as limiter,
         null::double as issue_active_pct,
         sum(l.total_ns) as duration_ns
-    from kernel_configs l
+    from kernel_config_occupancy l
     where l.capture_id = $capture_id and l.theoretical_occupancy_pct is not null
     group by l.name, l.short_name, l.device_id, l.block_x, l.block_y, l.block_z, l.registers_per_thread,
              l.shared_mem_bytes

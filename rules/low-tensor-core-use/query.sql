@@ -8,8 +8,9 @@ with timeline_total as (
     select sum(total_ns) as total_ns from kernel_configs where capture_id = $capture_id
 ),
 -- Launches are summed per kernel name and device first (from their sums per configuration, kernel_configs) and each
--- name is classified once (a training capture launches a few hundred names millions of times). The classifiers read any_value() of the group's name rather than
--- the group key, so that the optimizer cannot push the class filter below the sums and run them on every launch.
+-- name is classified once (a training capture launches a few hundred names millions of times). The classifiers read
+-- any_value() of the group's name rather than the group key, so that the optimizer cannot push the class filter below
+-- the sums and run them on every launch.
 per_name as (
     select
         capture_id,

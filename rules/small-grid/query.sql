@@ -1,4 +1,4 @@
--- Launches with fewer blocks than the GPU has SMs, from the timeline (kernel_configs) and from Nsight Compute
+-- Launches with fewer blocks than the GPU has SMs, from the timeline (kernel_config_occupancy) and from Nsight Compute
 -- (ncu_kernels, SM count from launch__sm_count when recorded, else the device attribute). One row per kernel name
 -- and launch configuration.
 with floors as (
@@ -22,7 +22,7 @@ timeline as (
         any_value(l.sm_count) as sm_count,
         sum(l.total_ns) as duration_ns,
         any_value(f.floor_ns) as floor_ns
-    from kernel_configs l
+    from kernel_config_occupancy l
     left join floors f on f.device_id = l.device_id
     where l.capture_id = $capture_id and l.sm_count > 0 and l.blocks > 0
     group by l.name, l.short_name, l.device_id, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z

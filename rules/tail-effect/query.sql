@@ -1,6 +1,6 @@
 -- Launches of a few waves whose last wave is only partly filled: while it runs most SMs idle (the tail effect).
 -- Waves = blocks / (SMs x resident blocks per SM): from the timeline's launch geometry and the GPU's limits
--- (kernel_configs: kernel_launches' figures, once per launch configuration), or Nsight Compute's
+-- (kernel_config_occupancy: kernel_launches' figures, once per launch configuration), or Nsight Compute's
 -- launch__waves_per_multiprocessor. One row per kernel name and launch configuration.
 with timeline as (
     select
@@ -13,7 +13,7 @@ with timeline as (
         any_value(l.resident_blocks_per_sm) as resident_blocks_per_sm,
         any_value(l.waves) as waves,
         sum(l.total_ns) as duration_ns
-    from kernel_configs l
+    from kernel_config_occupancy l
     where l.capture_id = $capture_id and l.waves is not null
     group by l.name, l.short_name, l.device_id, l.grid_x, l.grid_y, l.grid_z, l.block_x, l.block_y, l.block_z,
              l.registers_per_thread, l.shared_mem_bytes

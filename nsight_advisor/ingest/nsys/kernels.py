@@ -93,8 +93,10 @@ def read_kernels(reader: ExportReader) -> None:
     reader.sql(f"""
         INSERT INTO kernel_names
         SELECT $cid, s.id, s.value FROM {reader.strings()} s
-        WHERE s.id IN (SELECT unnest([name_id, short_name_id, mangled_name_id]) FROM kernel_rows
-                       WHERE capture_id = $cid)""", {"cid": reader.cid})
+        WHERE s.id IN (SELECT unnest([name_id, short_name_id, mangled_name_id])
+                       -- the few combinations first: unnesting every launch's three ids took 0.04 s at 1M kernels
+                       FROM (SELECT DISTINCT name_id, short_name_id, mangled_name_id FROM kernel_rows
+                             WHERE capture_id = $cid))""", {"cid": reader.cid})
     reader.dropped_note("kernels", KERNEL)
     if not reader.cat.count(KERNEL):
         reader.missing("kernels", f"{KERNEL} is empty: no kernels were traced", "nsys profile --trace=cuda")

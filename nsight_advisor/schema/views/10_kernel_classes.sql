@@ -132,8 +132,8 @@ create or replace macro na_limit_shared_mem(max_shared_mem_per_sm_bytes, shared_
 -- sm_count, cc_major, warp_size, max_warps_per_sm, max_blocks_per_sm, max_registers_per_sm,
 -- max_shared_mem_per_sm_bytes, warps_per_block, registers_per_thread, shared_mem_bytes), followed by their
 -- occupancy figures: the blocks per SM each limit allows, the theoretical resident blocks per SM (the least of them),
--- blocks per SM, waves, the last wave's fill and the theoretical occupancy. kernel_launches and kernel_configs
--- compute them with it.
+-- blocks per SM, waves, the last wave's fill and the theoretical occupancy. kernel_launches and
+-- kernel_config_occupancy compute them with it.
 create or replace macro na_occupancy(rel) as table
 with limits as (
     select
@@ -186,12 +186,53 @@ select * from na_occupancy(base);
 
 -- @view kernel_configs
 -- The timeline's kernels per launch configuration: one row per capture, GPU, kernel (its names) and configuration
--- (grid, block, registers and shared memory per block), with its launches and their durations, and the occupancy
--- figures kernel_launches gives each of them (the same computation, once per configuration). A capture launches a
+-- (grid, block, registers and shared memory per block), with its launches and their durations. A capture launches a
 -- few hundred configurations millions of times: a rule that judges configurations or sums per name reads these
 -- rows, not every launch (the 1M-kernel export: 180 rows; grouping a million launches by their 400-character
--- names cost each kernel rule 0.05 to 0.13 CPU-s; docs/performance.md, "Twenty-seventh pass"). The analysis
--- materializes it once where several rules read it (nsight_advisor.analysis.shared_views).
+-- names cost each kernel rule 0.05 to 0.13 CPU-s; docs/performance.md, "Twenty-seventh pass"). The GPU's facts
+-- are kernel_config_occupancy's. The analysis materializes both once where several rules read them
+-- (nsight_advisor.analysis.shared_views).
+-- @column capture_id Capture (captures.capture_id).
+-- @column device_id GPU.
+-- @column name Demangled kernel name (kernels.name).
+-- @column short_name Base function name (kernels.short_name).
+-- @column mangled_name Mangled name (kernels.mangled_name).
+-- @column grid_x Grid size in blocks, x.
+-- @column grid_y Grid size in blocks, y.
+-- @column grid_z Grid size in blocks, z.
+-- @column block_x Block size in threads, x.
+-- @column block_y Block size in threads, y.
+-- @column block_z Block size in threads, z.
+-- @column blocks Blocks per launch.
+-- @column threads_per_block Threads per block.
+-- @column registers_per_thread Registers per thread.
+-- @column shared_mem_bytes Shared memory per block (static and dynamic), bytes.
+-- @column launches Launches with this configuration.
+-- @column total_ns Their summed duration, ns.
+-- @column min_ns The shortest of them, ns.
+-- @column max_ns The longest of them, ns.
+create or replace view kernel_configs as
+with configs as (
+    -- grouped on the name ids (integers), the names joined to the few groups after
+    select capture_id, device_id, name_id, short_name_id, mangled_name_id, grid_x, grid_y, grid_z,
+           block_x, block_y, block_z, blocks, threads_per_block, registers_per_thread, shared_mem_bytes,
+           count(*) as launches, sum(duration_ns) as total_ns, min(duration_ns) as min_ns, max(duration_ns) as max_ns
+    from kernel_rows
+    group by all
+)
+select c.capture_id, c.device_id, n.name, n.short_name, n.mangled_name,
+       c.grid_x, c.grid_y, c.grid_z, c.block_x, c.block_y, c.block_z,
+       c.blocks, c.threads_per_block, c.registers_per_thread, c.shared_mem_bytes,
+       c.launches, c.total_ns, c.min_ns, c.max_ns
+from configs c
+left join kernel_name_sets n
+    on n.capture_id = c.capture_id and n.name_id is not distinct from c.name_id
+   and n.short_name_id is not distinct from c.short_name_id and n.mangled_name_id is not distinct from c.mangled_name_id;
+
+-- @view kernel_config_occupancy
+-- kernel_configs with the GPU each configuration ran on and the occupancy figures kernel_launches gives each of its
+-- launches (the same computation, na_occupancy, once per configuration): its columns, then the GPU's facts and
+-- limits, the blocks per SM each limit allows, waves and the theoretical occupancy.
 -- @column capture_id Capture (captures.capture_id).
 -- @column device_id GPU.
 -- @column name Demangled kernel name (kernels.name).
@@ -228,29 +269,15 @@ select * from na_occupancy(base);
 -- @column waves blocks / (sm_count x resident_blocks_per_sm).
 -- @column last_wave_fraction The last wave's fill: waves - floor(waves).
 -- @column theoretical_occupancy_pct Resident warps per SM as a share of the maximum, %.
-create or replace view kernel_configs as
-with configs as (
-    -- grouped on the name ids (integers), the names joined to the few groups after
-    select capture_id, device_id, name_id, short_name_id, mangled_name_id, grid_x, grid_y, grid_z,
-           block_x, block_y, block_z, blocks, threads_per_block, registers_per_thread, shared_mem_bytes,
-           count(*) as launches, sum(duration_ns) as total_ns, min(duration_ns) as min_ns, max(duration_ns) as max_ns
-    from kernel_rows
-    group by all
-),
-base as (
+create or replace view kernel_config_occupancy as
+with base as (
     select
-        c.capture_id, c.device_id, n.name, n.short_name, n.mangled_name,
-        c.grid_x, c.grid_y, c.grid_z, c.block_x, c.block_y, c.block_z,
-        c.blocks, c.threads_per_block, c.registers_per_thread, c.shared_mem_bytes,
-        c.launches, c.total_ns, c.min_ns, c.max_ns,
+        c.*,
         g.name as gpu_name, g.sm_count, g.cc_major,
         coalesce(g.threads_per_warp, 32) as warp_size,
         g.max_warps_per_sm, g.max_blocks_per_sm, g.max_registers_per_sm, g.max_shared_mem_per_sm_bytes,
         cast(ceil(c.threads_per_block / coalesce(g.threads_per_warp, 32)) as bigint) as warps_per_block
-    from configs c
-    left join kernel_name_sets n
-        on n.capture_id = c.capture_id and n.name_id is not distinct from c.name_id
-       and n.short_name_id is not distinct from c.short_name_id and n.mangled_name_id is not distinct from c.mangled_name_id
+    from kernel_configs c
     left join gpus g on g.capture_id = c.capture_id and g.device_id = c.device_id
 )
 select * from na_occupancy(base);
