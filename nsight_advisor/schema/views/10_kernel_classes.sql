@@ -270,6 +270,8 @@ left join kernel_name_sets n
 -- @column last_wave_fraction The last wave's fill: waves - floor(waves).
 -- @column theoretical_occupancy_pct Resident warps per SM as a share of the maximum, %.
 create or replace view kernel_config_occupancy as
+-- the GPU joined here, not in na_occupancy: a rule reading the GPU's facts is skipped where the kernels name no GPU,
+-- and the runner finds what a rule reads through the views' SQL (engine/rule_checks.py), not through macros
 with base as (
     select
         c.*,
