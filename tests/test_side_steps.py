@@ -28,8 +28,9 @@ def _store_rows(path: Path, *, side: bool, monkeypatch, defer=()) -> dict:
     con = connect(None)
     try:
         ingest_nsys_sqlite(con, 1, path, defer=defer)
-        tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                                            "'main' AND table_type = 'BASE TABLE' AND table_name <> 'captures'").fetchall()]
+        tables = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_type = 'BASE TABLE' AND table_name <> 'captures'").fetchall()]
         rows = {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in tables}  # every table, whole
         rows["captures"] = con.execute("SELECT * EXCLUDE (ingested_at) FROM captures").fetchall()
         return rows

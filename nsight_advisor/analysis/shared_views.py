@@ -4,8 +4,8 @@ A rule reads the analysis views through its own query, once per capture; DuckDB 
 each time. The kernels per launch configuration (``kernel_configs``, and with their occupancy
 ``kernel_config_occupancy``), the Nsight Compute pivots (``ncu_kernel_summary`` and the views over it) and
 ``host_activity`` are each read by two to six rules: as temp tables (which the store's views of the same name then
-resolve to, as with nsight_advisor.analysis.accounting's) they are planned and computed once. On the 8 DLRM ranks the rules' CPU time went from 7.5 to 4.8 s
-(docs/performance.md, "Small captures").
+resolve to, as with nsight_advisor.analysis.accounting's) they are planned and computed once. On the 8 DLRM ranks
+the rules' CPU time went from 7.5 to 4.8 s (docs/performance.md, "Small captures").
 """
 
 from __future__ import annotations
