@@ -229,6 +229,47 @@ def test_calls_and_ranges_are_matched_to_every_gap_they_overlap_and_to_no_other(
                     (500, "host", "inner", 0)]
 
 
+def _timeline(con, kernels, calls):
+    """Kernels (start, end µs) on GPU 0, each launched 10 µs before it, and other CUDA calls (name, start, end µs)."""
+    con.execute("insert into captures (capture_id, source_path, tool) values (1, 'x', 'nsys')")
+    for corr, (start, end) in enumerate(kernels, start=1):
+        _call(con, corr, "cudaLaunchKernel", start - 10, start - 5)
+        _kernel(con, corr, start, end)
+    for corr, (name, start, end) in enumerate(calls, start=1000):
+        _call(con, corr, name, start, end)
+
+
+def test_calls_far_from_the_gaps_in_time_are_left_out_without_changing_a_gap(memory_store):
+    # gpu_idle_gaps and host_activity take only the calls that may meet a gap (buckets of 2^20 ns, 1.05 ms, around
+    # the judged gaps), a superset. Gaps: 1.1-5 ms (A), 5.007-5.02 s (C, after a 5 s busy kernel). A cudaMalloc
+    # ends exactly where A begins, having started in the bucket before: it touches A (no time) and names it; a
+    # cudaMalloc of 15 ms starting seven buckets before C covers 8 of its 13 ms; another, long before C and after
+    # A, meets neither
+    con = memory_store
+    _timeline(con, [(100, 1100), (5000, 5_007_000), (5_020_000, 5_021_000)],
+              [("cudaMalloc", 900, 1100), ("cudaMalloc", 5_000_000, 5_015_000), ("cudaFree", 2_000_000, 2_000_300)])
+    gaps = con.execute("select start_ns // 1000, cause, host_activity, host_api_overlap_ns from gpu_idle_gaps "
+                       "where position = 'between' order by start_ns").fetchall()
+    assert gaps == [(1100, "host", "cudaMalloc", 0), (5_007_000, "allocation", "cudaMalloc", 8_000_000)]
+    host = con.execute("select start_ns // 1000, activity, cuda_api_ns, top_cuda_api from host_activity "
+                       "where cause <> 'before-window' order by start_ns").fetchall()
+    # A: the next kernel's launch (5 µs of 3.9 ms); C: the 8 ms of the long cudaMalloc and the launch's 5 µs
+    assert host == [(1100, "unattributed", 5_000, "cudaLaunchKernel"),
+                    (5_007_000, "cuda-api", 8_005_000, "cudaMalloc")]
+
+
+def test_a_call_deep_inside_a_gap_of_seconds_still_names_it(memory_store):
+    # a gap of 5 s (more buckets than the judged gaps' buckets are listed for): every call of its GPU goes on to be
+    # matched, and a 0.5 ms synchronization 2.5 s into it (shorter than a bucket), far from both ends, names it
+    con = memory_store
+    _timeline(con, [(100, 1000), (5_001_000, 5_002_000)], [("cudaStreamSynchronize", 2_500_000, 2_500_500)])
+    gaps = con.execute("select start_ns // 1000, cause, host_activity, host_api_overlap_ns from gpu_idle_gaps "
+                       "where position = 'between'").fetchall()
+    assert gaps == [(1000, "host", "cudaStreamSynchronize", 500_000)]
+    host = con.execute("select cuda_api_ns, top_cuda_api from host_activity where cause = 'host'").fetchall()
+    assert host == [(505_000, "cudaStreamSynchronize")]
+
+
 def test_pipit_relaunches_after_its_synchronizations_are_claimed(isolated_cache, tmp_path):
     # pipit_cloverleaf_a100 synchronizes 1,312 times (cudaDeviceSynchronize after each kernel); read from the
     # export, 1,230 of its gaps under 20 µs hold a synchronization's return (10.8 ms): they are sync-stall's now,
