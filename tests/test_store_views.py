@@ -168,11 +168,12 @@ def test_kernel_configs_are_the_launches_per_configuration(trace: Path, tmp_path
 #: The kernels view and kernel_classes as they were written before kernel_name_sets (three joins with
 #: kernel_names; the launches grouped by their name texts and joined back on them): what they give must not change.
 _KERNELS_BY_THREE_JOINS = """
-    select r.*, coalesce(n.name, s.name) as name, s.name as short_name, m.name as mangled_name
+    select r.*, coalesce(n.name, s.name) as name, s.name as short_name, m.name as mangled_name, t.launch_type
     from kernel_rows r
     left join kernel_names n on n.capture_id = r.capture_id and n.name_id = r.name_id
     left join kernel_names s on s.capture_id = r.capture_id and s.name_id = r.short_name_id
-    left join kernel_names m on m.capture_id = r.capture_id and m.name_id = r.mangled_name_id"""
+    left join kernel_names m on m.capture_id = r.capture_id and m.name_id = r.mangled_name_id
+    left join kernel_launch_types t on t.capture_id = r.capture_id and t.launch_type_id = r.launch_type_id"""
 _CLASSES_BY_NAME_TEXT = f"""
     with k as ({_KERNELS_BY_THREE_JOINS}),
     names as (select name, short_name, na_kernel_category(any_value(name), any_value(short_name)) as category,
@@ -210,6 +211,45 @@ def test_kernels_and_their_classes_through_the_name_sets_are_the_three_joins(tra
             assert con.execute(f"select {classes_cols} from kernel_classes order by all").fetchall() == before_c, stage
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("export", trace_param(nsys_exports()))
+def test_each_kernels_launch_type_is_its_exports_label(export: Path, tmp_path: Path) -> None:
+    """kernel_rows keeps each launch's launch type as the export's code, its label once in kernel_launch_types:
+    the kernels view gives every launch the label the export's enum table gives its code (the symbol without its
+    prefix, lowercase), NULL where the export records none."""
+    from nsight_advisor.ingest.nsys import enums as E
+
+    con = connect(tmp_path / "s.duckdb")
+    try:
+        ingest_capture(con, 1, export)
+        got = con.execute("select start_ns, correlation_id, launch_type from kernels order by all").fetchall()
+    finally:
+        con.close()
+    if not got:
+        pytest.skip(f"{export.name} has no kernels")
+    tables = {r[0] for r in export_rows(export, "select name from sqlite_master where type = 'table'")}
+    columns = {r[1] for r in export_rows(export, "pragma table_info(CUPTI_ACTIVITY_KIND_KERNEL)")}
+    enum = next((t for t in ("ENUM_CUDA_KERNEL_LAUNCH_TYPE", "ENUM_CUDA_KRENEL_LAUNCH_TYPE") if t in tables), None)
+    labels = ({i: E.word_label("ENUM_CUDA_KERNEL_LAUNCH_TYPE", sym, lab)
+               for i, sym, lab in export_rows(export, f"select id, name, label from {enum}")} if enum else
+              {i: E.word_label("ENUM_CUDA_KERNEL_LAUNCH_TYPE", sym, lab)
+               for i, sym, lab in E.BUILTIN_ENUMS["ENUM_CUDA_KERNEL_LAUNCH_TYPE"]})
+    code = "launchType" if "launchType" in columns else "NULL"
+    expected = {(start, corr): labels.get(launch) for start, corr, launch in export_rows(
+        export, f"select start, correlationId, {code} from CUPTI_ACTIVITY_KIND_KERNEL")}
+    assert [(s, c, expected[(s, c)]) for s, c, _ in got] == got
+    assert {t for *_, t in got} & set(labels.values())  # the labels are there, not only NULLs
+
+
+def test_a_launch_type_written_through_the_helper_reads_back_from_the_kernels_view(memory_store) -> None:
+    rows = [dict(capture_id=1, device_id=0, correlation_id=i, start_ns=i, end_ns=i + 5, duration_ns=5, name="k",
+                 launch_type=launch) for i, launch in enumerate(["regular", None, "cooperative_single_device",
+                                                                 "regular"])]
+    insert_kernels(memory_store, rows)
+    got = memory_store.execute("select launch_type from kernels order by start_ns").fetchall()
+    assert got == [(r["launch_type"],) for r in rows]
+    assert memory_store.execute("select count(*) from kernel_launch_types").fetchone()[0] == 2
 
 
 def test_nvtx_rows_written_through_the_helper_read_back_with_their_domains(memory_store) -> None:

@@ -3,4 +3,4 @@
 __version__ = "0.1.0"
 
 #: Bumped whenever the normalized schema changes; cached stores of another version are rebuilt.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9

@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # the rule loader reads table names without loading duckdb (f
 _KERNELS = Table(
     "kernels",
     "One row per kernel execution on a GPU (Nsight Systems CUPTI_ACTIVITY_KIND_KERNEL). A view: kernel_rows "
-    "with its names from kernel_names; write rows with nsight_advisor.store.database.insert_kernels.",
+    "with its names from kernel_names and its launch type from kernel_launch_types; write rows with "
+    "nsight_advisor.store.database.insert_kernels.",
     cols(
         CAPTURE_ID,
         DEVICE_ID,
@@ -187,13 +188,26 @@ TABLES: tuple[Table, ...] = (
     Table(
         "kernel_rows",
         # Names are stored once per capture, not per launch: three long names written for every launch dominate
-        # the ingest's kernel step (docs/performance.md, "Measurements behind the code").
-        "What the kernels view is made of: one row per kernel execution, its names as ids into kernel_names.",
+        # the ingest's kernel step (docs/performance.md, "Measurements behind the code"). So is the launch type's
+        # label: a text column written for a million launches cost the ingest 0.2 CPU-s ("Twenty-eighth pass").
+        "What the kernels view is made of: one row per kernel execution, its names as ids into kernel_names, its "
+        "launch type as an id into kernel_launch_types.",
         ids_for_text(_KERNELS.columns, {
             "name": ("name_id", "BIGINT", "kernel_names.name_id of the demangled name, or NULL."),
             "short_name": ("short_name_id", "BIGINT", "kernel_names.name_id of the short name, or NULL."),
             "mangled_name": ("mangled_name_id", "BIGINT", "kernel_names.name_id of the mangled name, or NULL."),
+            "launch_type": ("launch_type_id", "BIGINT",
+                            "kernel_launch_types.launch_type_id of the launch type label, or NULL."),
         }),
+    ),
+    Table(
+        "kernel_launch_types",
+        "The kernel launch type labels of each capture (kernel_rows refers to them by launch_type_id).",
+        cols(
+            CAPTURE_ID,
+            ("launch_type_id", "BIGINT", "Id of the label within its capture (for nsys, the export's launch type code)."),
+            ("launch_type", "VARCHAR", "The label (regular, cooperative_single_device, ...)."),
+        ),
     ),
     Table(
         "kernel_names",

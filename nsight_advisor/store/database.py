@@ -125,14 +125,18 @@ def _copy_store(src: Path, dst: Path) -> None:
 def insert_kernels(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> None:
     """Insert kernel rows given as the ``kernels`` view's columns (``kernels`` is a view: see schema/tables.py).
 
-    Names go into ``kernel_names`` once per capture; the rest into ``kernel_rows``. For rule test cases, tests
-    and notebooks; an ingest writes both tables in bulk.
+    Names go into ``kernel_names`` and launch types into ``kernel_launch_types`` once per capture; the rest into
+    ``kernel_rows``. For rule test cases, tests and notebooks; an ingest writes these tables in bulk.
     """
     names = {"name": "name_id", "short_name": "short_name_id", "mangled_name": "mangled_name_id"}
 
     def ids(row: dict) -> dict:
-        return {id_column: _name_id(con, "kernel_names", "name_id", row["capture_id"], {"name": row[column]})
-                for column, id_column in names.items() if row.get(column) is not None}
+        out = {id_column: _name_id(con, "kernel_names", "name_id", row["capture_id"], {"name": row[column]})
+               for column, id_column in names.items() if row.get(column) is not None}
+        if row.get("launch_type") is not None:
+            out["launch_type_id"] = _name_id(con, "kernel_launch_types", "launch_type_id", row["capture_id"],
+                                             {"launch_type": row["launch_type"]})
+        return out
 
     _insert_through_view(con, "kernels", rows, ids)
 

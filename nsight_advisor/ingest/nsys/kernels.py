@@ -55,7 +55,8 @@ def read_kernels(reader: ExportReader) -> None:
     # tid: from the launching API call (same correlation id and process); one row per (pid, corr). Only calls
     # named *Launch* (cudaLaunchKernel*, cuLaunchKernel*, cudaGraphLaunch, cuGraphLaunch, ...) can launch a
     # kernel, and reading only those keeps the lookup small.
-    # Names as the export's string ids; the strings go into kernel_names once (kernels is a view joining them).
+    # Names as the export's string ids; the strings go into kernel_names once (kernels is a view joining them), and
+    # the launch type as its code, its label going into kernel_launch_types.
     reader.sql(f"""
         INSERT INTO kernel_rows
         WITH launcher AS (
@@ -85,7 +86,7 @@ def read_kernels(reader: ExportReader) -> None:
                {product_or_null('src.bx', 'src.by_', 'src.bz', 'INTEGER')},
                src.regs, src.smem_static, src.smem_dynamic,
                {sum_or_null('src.smem_static', 'src.smem_dynamic')}, src.local_mem,
-               lt.word, src.graph_node_id, src.graph_id
+               lt.id, src.graph_node_id, src.graph_id
         FROM src
         LEFT JOIN {launch} lt ON lt.id = src.launch_type
         LEFT JOIN launcher l ON l.pid = src.pid AND l.correlation_id = src.correlation_id
@@ -97,6 +98,8 @@ def read_kernels(reader: ExportReader) -> None:
                        -- the few combinations first: unnesting every launch's three ids took 0.04 s at 1M kernels
                        FROM (SELECT DISTINCT name_id, short_name_id, mangled_name_id FROM kernel_rows
                              WHERE capture_id = $cid))""", {"cid": reader.cid})
+    # the launch types' labels once (kernel_rows holds each launch's id: kernels is a view joining them)
+    reader.sql(f"INSERT INTO kernel_launch_types SELECT $cid, id, word FROM {launch}", {"cid": reader.cid})
     reader.dropped_note("kernels", KERNEL)
     if not reader.cat.count(KERNEL):
         reader.missing("kernels", f"{KERNEL} is empty: no kernels were traced", "nsys profile --trace=cuda")

@@ -96,12 +96,13 @@ select r.capture_id, r.device_id, r.context_id, r.stream_id, r.pid, r.tid, r.cor
        n.name, n.short_name, n.mangled_name,
        r.grid_x, r.grid_y, r.grid_z, r.block_x, r.block_y, r.block_z, r.blocks, r.threads_per_block,
        r.registers_per_thread, r.static_shared_mem_bytes, r.dynamic_shared_mem_bytes, r.shared_mem_bytes,
-       r.local_mem_per_thread_bytes, r.launch_type, r.graph_node_id, r.graph_id,
+       r.local_mem_per_thread_bytes, t.launch_type, r.graph_node_id, r.graph_id,
        n.category, n.math_path, n.precision
 from kernel_rows r
 left join names n
     on n.capture_id = r.capture_id and n.name_id is not distinct from r.name_id
-   and n.short_name_id is not distinct from r.short_name_id and n.mangled_name_id is not distinct from r.mangled_name_id;
+   and n.short_name_id is not distinct from r.short_name_id and n.mangled_name_id is not distinct from r.mangled_name_id
+left join kernel_launch_types t on t.capture_id = r.capture_id and t.launch_type_id = r.launch_type_id;
 
 -- @macro na_limit_warps(max_warps_per_sm, warps_per_block)
 -- The blocks per SM that the warp limit allows, or NULL where the capture lacks it.
