@@ -6,6 +6,11 @@
 -- when a set runs, else 'idle'. Their lengths therefore add up to the window exactly, and overlapping work on
 -- concurrent streams counts once: communication overlapped by compute is kernel time, the rest is exposed.
 
+-- The states of gpu_time_segments, a closed vocabulary kept as one byte: the segments' table is written once and read
+-- by every stage after it (2.54M rows for the 1M-kernel export, whose five-letter texts cost the table's write and
+-- each read's comparisons about 0.1 CPU-s; the states compare and print as text).
+create type if not exists na_gpu_state as enum ('kernel', 'comm', 'copy', 'memset', 'idle');
+
 -- @view gpu_time_segments
 -- The pieces of each device's analysis window, one row per stretch in which the running operation kinds stay the
 -- same (zero-length stretches left out). Every device that ran any operation in the capture has segments
@@ -80,11 +85,11 @@ counted as (
 )
 select
     capture_id, device_id, start_ns, end_ns, end_ns - start_ns as duration_ns,
-    case when kernels > comm_kernels then 'kernel'
-         when kernels > 0 then 'comm'
-         when h2d_copies + d2h_copies + other_copies > 0 then 'copy'
-         when memsets > 0 then 'memset'
-         else 'idle' end as state,
+    case when kernels > comm_kernels then 'kernel'::na_gpu_state
+         when kernels > 0 then 'comm'::na_gpu_state
+         when h2d_copies + d2h_copies + other_copies > 0 then 'copy'::na_gpu_state
+         when memsets > 0 then 'memset'::na_gpu_state
+         else 'idle'::na_gpu_state end as state,
     kernels, h2d_copies, d2h_copies, other_copies, memsets, comm_kernels
 from counted;
 
