@@ -258,11 +258,15 @@ def test_calls_far_from_the_gaps_in_time_are_left_out_without_changing_a_gap(mem
                     (5_007_000, "cuda-api", 8_005_000, "cudaMalloc")]
 
 
-def test_a_call_deep_inside_a_gap_of_seconds_still_names_it(memory_store):
-    # a gap of 5 s (more buckets than the judged gaps' buckets are listed for): every call of its GPU goes on to be
-    # matched, and a 0.5 ms synchronization 2.5 s into it (shorter than a bucket), far from both ends, names it
+@pytest.mark.parametrize("gap_s", [5, 1200])
+def test_a_call_deep_inside_a_long_gap_still_names_it(memory_store, gap_s):
+    # a gap of 5 s (its 4,800 buckets listed) and one of 20 minutes (more buckets than gpu_idle_gaps lists for a
+    # GPU: every call of its GPU goes on to be matched): a 0.5 ms synchronization halfway through, shorter than a
+    # bucket and far from both ends, names it
     con = memory_store
-    _timeline(con, [(100, 1000), (5_001_000, 5_002_000)], [("cudaStreamSynchronize", 2_500_000, 2_500_500)])
+    end = 1000 + gap_s * 1_000_000
+    mid = end // 2
+    _timeline(con, [(100, 1000), (end, end + 1000)], [("cudaStreamSynchronize", mid, mid + 500)])
     gaps = con.execute("select start_ns // 1000, cause, host_activity, host_api_overlap_ns from gpu_idle_gaps "
                        "where position = 'between'").fetchall()
     assert gaps == [(1000, "host", "cudaStreamSynchronize", 500_000)]

@@ -70,16 +70,20 @@ host_calls as (
     join procs p on p.capture_id = a.capture_id and p.pid = a.pid
     where a.api_class not in ('launch', 'other') or a.duration_ns >= 1000000
 ),
+judged_spans as (
+    select capture_id, dev, start_ns // 1048576 as b0, end_ns // 1048576 as b1 from judged
+),
+wide as (
+    -- a device whose judged gaps touch more than 2^20 buckets (18 minutes of gaps, or a damaged capture's absurd
+    -- times): all its calls go on to the as-of joins, as before there were buckets
+    select capture_id, dev from judged_spans group by all having sum(b1 - b0 + 2) > 1048576
+),
 judged_buckets as (
     -- the buckets of 2^20 ns (1.05 ms) each judged gap touches, its ends included, and the one before each: a call
     -- shorter than a bucket can meet a gap only if it starts in one of them (it ends at most one bucket later)
-    select distinct capture_id, dev, unnest(range(start_ns // 1048576 - 1, end_ns // 1048576 + 1)) as bucket
-    from judged
-    where end_ns // 1048576 - start_ns // 1048576 <= 4096
-),
-wide as (
-    -- a device with a gap longer than 4,096 buckets (4.3 s): all its calls go on to the as-of joins
-    select distinct capture_id, dev from judged where end_ns // 1048576 - start_ns // 1048576 > 4096
+    select distinct s.capture_id, s.dev, unnest(range(s.b0 - 1, s.b1 + 1)) as bucket
+    from judged_spans s
+    anti join wide w on w.capture_id = s.capture_id and w.dev = s.dev
 ),
 near_calls as (
     -- the calls that may overlap a judged gap (a superset): the as-of join below sorted every call (the 1M-kernel
